@@ -1,0 +1,29 @@
+# The two commands: `make run` and `make test`. Both set everything up first
+# (scripts/setup.sh is idempotent and quick once done).
+BUILD ?= build
+JOBS  ?= $(shell nproc)
+GPU   ?= 0
+
+.PHONY: setup build test run bench clean
+
+setup:
+	GPU=$(GPU) bash scripts/setup.sh
+
+$(BUILD)/CMakeCache.txt: CMakeLists.txt tests/CMakeLists.txt | setup
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+build: setup $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j 1
+
+run: build
+	$(BUILD)/ebb demo
+
+bench: build
+	$(BUILD)/ebb bench overhead --json
+	$(BUILD)/ebb bench floor --json
+
+clean:
+	rm -rf $(BUILD)

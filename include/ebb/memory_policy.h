@@ -1,0 +1,114 @@
+// ebb/memory_policy.h — the one description of how ebb uses memory.
+//
+// A MemoryPolicy is the single source of truth every session is created from:
+// the Runtime takes one at construction and applies it to every session it
+// loads (arena settings, where weights live, when memory is released). There
+// is no other place where arena or provider memory options are set.
+//
+// Load it from JSON with LoadMemoryPolicy()/ParseMemoryPolicy(); every field is
+// optional in the file and falls back to the default documented here (and in
+// docs/memory-policy.md). Unknown keys are errors, so typos do not go unseen.
+//
+// Thread safety: a plain value; copy it freely.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <optional>
+#include <string_view>
+
+#include "ebb/status.h"
+
+namespace ebb {
+
+// How an arena grows when no free chunk fits a request.
+enum class ExtendStrategy {
+  kNextPowerOfTwo,   // ORT's default: doubles regions; the first region can never be freed.
+  kSameAsRequested,  // grows by exactly what is asked; every region can be freed by a release.
+};
+
+// When the run boundary gives arena memory back.
+enum class ReleaseMode {
+  kOperationEnd,  // at the last run of an operation (default; what ebb is for)
+  kEveryRun,      // after every run (for comparison: pays regrowth on every run)
+  kNever,         // never (for comparison: ORT's own behaviour)
+};
+
+// Where CPU-side tensors of a session are allocated.
+enum class CpuArenaMode {
+  kShared,      // one env-wide arena, capped, shared by all sessions (default)
+  kPerSession,  // ORT's private per-session arena (always next-power-of-two; ignores the fields below)
+  kNone,        // no arena: plain malloc/free per tensor; nothing to release, runs are never shrunk
+};
+
+enum class ConvAlgoSearch { kExhaustive, kHeuristic, kDefault };
+
+// Settings of one BFC arena (ORT's OrtArenaCfg).
+struct ArenaPolicy {
+  // Same-as-requested, so that a release can free every region (with
+  // next-power-of-two the first region is pinned for the session's life).
+  ExtendStrategy extend_strategy = ExtendStrategy::kSameAsRequested;
+  // Cap on the arena's reserved bytes. 0 picks the default: for the shared CPU
+  // arena, half of the machine's physical memory; for CUDA, no cap (ORT's
+  // default; note ORT does not treat it as a hard limit for reserved chunks).
+  // A run that needs more than the cap fails with kResourceExhausted.
+  size_t max_bytes = 0;
+  // Size of the first region. Small, because with same-as-requested the arena
+  // grows to what the model needs anyway. ORT's default is 1 MiB.
+  size_t initial_chunk_bytes = 1 << 20;
+  // First growth step for next-power-of-two (ignored by same-as-requested).
+  // ORT's default is 2 MiB.
+  size_t initial_growth_chunk_bytes = 2 << 20;
+  // A chunk wasting more than this when reused for a smaller request is split.
+  // ORT's default is 128 MiB.
+  size_t max_dead_bytes_per_chunk = 128u << 20;
+};
+
+struct CpuPolicy {
+  // Shared env arena by default: it has the cap, the same-as-requested
+  // strategy and a "trim now" that per-session arenas cannot offer.
+  CpuArenaMode arena = CpuArenaMode::kShared;
+  ArenaPolicy arena_settings;
+};
+
+struct CudaPolicy {
+  ArenaPolicy arena_settings;
+  // Heuristic by default: exhaustive search may allocate a workspace of up to
+  // most of the free device memory while it searches.
+  ConvAlgoSearch conv_algo_search = ConvAlgoSearch::kHeuristic;
+  // Let cuDNN use its maximum workspace. Off by default for the same reason.
+  // Only settable through ORT's V2 CUDA options, which the ORT 1.29 CPU core
+  // build does not offer: ebb logs a warning when it is asked for there.
+  bool conv_use_max_workspace = false;
+};
+
+struct MemoryPolicy {
+  CpuPolicy cpu;
+  CudaPolicy cuda;
+  // Allocate initializers (weights) outside the arena
+  // (session.use_device_allocator_for_initializers=1), so that a release can
+  // bring the arena down to zero instead of stopping at the weights.
+  bool weights_outside_arena = true;
+  ReleaseMode release = ReleaseMode::kOperationEnd;
+  // After a release, hand freed heap pages back to the OS (malloc_trim), so the
+  // process RSS falls and not only the arena counters. glibc keeps them otherwise.
+  bool trim_heap_after_release = true;
+  // When a requested device (cuda:N or auto) cannot be used: false falls back
+  // to CPU and records why; true fails the load with kUnavailable.
+  bool strict_device = false;
+  // Threads per session for one operator (0 = ORT's default: one per core).
+  int intra_op_threads = 0;
+};
+
+// Parses a policy from JSON text; absent fields keep their defaults.
+Result<MemoryPolicy> ParseMemoryPolicy(std::string_view json_text);
+// Reads and parses a policy file.
+Result<MemoryPolicy> LoadMemoryPolicy(const std::string& path);
+// The policy as JSON, every field written (what `ebb policy` prints).
+std::string MemoryPolicyToJson(const MemoryPolicy& policy);
+
+const char* ReleaseModeName(ReleaseMode mode);
+std::optional<ReleaseMode> ParseReleaseMode(std::string_view name);
+
+}  // namespace ebb

@@ -1,0 +1,61 @@
+// ebb/memory_stats.h — what memory looks like right now.
+//
+// A MemoryReading gathers, at one moment: every arena ebb knows of (from ONNX
+// Runtime's own allocator statistics), the process RSS (from /proc), and GPU
+// memory per device where an NVIDIA driver is present (read through NVML,
+// loaded at run time; no build dependency, empty without a GPU).
+//
+// Thread safety: plain values; the reading functions may be called from any
+// thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ebb {
+
+// One BFC arena, as ORT reports it (Ort::Allocator::GetStats()).
+struct ArenaStats {
+  std::string name;            // "cpu:shared", "cpu:<model>", "gpu:0:<model>"
+  int64_t reserved = 0;        // bytes held from the OS/driver (ORT: TotalAllocated)
+  int64_t in_use = 0;          // bytes handed out to live tensors (ORT: InUse)
+  int64_t peak_in_use = 0;     // high-water mark of in_use (ORT: MaxInUse)
+  int64_t limit = 0;           // the arena's cap (ORT: Limit)
+  int64_t regions = 0;         // live regions (ORT: NumArenaExtensions; a shrink lowers it)
+  int64_t extensions = 0;      // regions ever added: live regions + regions freed by shrinks
+  int64_t shrinks = 0;         // regions freed by shrinks (ORT: NumArenaShrinkages)
+  int64_t allocations = 0;     // ORT: NumAllocs
+};
+
+struct GpuMemory {
+  int index = 0;
+  int64_t total = 0;
+  int64_t used = 0;
+  int64_t free = 0;
+};
+
+struct MemoryReading {
+  std::vector<ArenaStats> arenas;
+  int64_t rss_bytes = 0;
+  int64_t peak_rss_bytes = 0;  // VmHWM: the process's high-water mark of RSS
+  std::vector<GpuMemory> gpus;
+
+  // Sum of `reserved` over all arenas.
+  int64_t TotalReserved() const;
+  // The arena called `name`, or nullptr.
+  const ArenaStats* Find(const std::string& name) const;
+  // {"rss_bytes":..,"peak_rss_bytes":..,"arenas":[{...}],"gpus":[...]}
+  std::string ToJson() const;
+};
+
+// Current resident set size of this process, in bytes.
+int64_t ReadRssBytes();
+// Peak resident set size (VmHWM), in bytes.
+int64_t ReadPeakRssBytes();
+// Total physical memory of the machine, in bytes.
+int64_t PhysicalMemoryBytes();
+// GPU memory per device through NVML; empty when no driver is present.
+std::vector<GpuMemory> ReadGpuMemory();
+
+}  // namespace ebb

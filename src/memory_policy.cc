@@ -1,0 +1,171 @@
+#include "ebb/memory_policy.h"
+
+#include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace ebb {
+namespace {
+
+using nlohmann::json;
+
+template <typename E>
+struct EnumNames {
+  std::initializer_list<std::pair<E, const char*>> names;
+
+  const char* Name(E value) const {
+    for (const auto& [v, n] : names) {
+      if (v == value) return n;
+    }
+    return "?";
+  }
+  std::optional<E> Parse(std::string_view text) const {
+    for (const auto& [v, n] : names) {
+      if (text == n) return v;
+    }
+    return std::nullopt;
+  }
+  std::string Choices() const {
+    std::string s;
+    for (const auto& [v, n] : names) s += (s.empty() ? "" : ", ") + std::string(n);
+    return s;
+  }
+};
+
+const EnumNames<ExtendStrategy> kExtend{{{ExtendStrategy::kNextPowerOfTwo, "next_power_of_two"},
+                                         {ExtendStrategy::kSameAsRequested, "same_as_requested"}}};
+const EnumNames<ReleaseMode> kRelease{{{ReleaseMode::kOperationEnd, "operation_end"},
+                                       {ReleaseMode::kEveryRun, "every_run"},
+                                       {ReleaseMode::kNever, "never"}}};
+const EnumNames<CpuArenaMode> kCpuArena{{{CpuArenaMode::kShared, "shared"},
+                                         {CpuArenaMode::kPerSession, "per_session"},
+                                         {CpuArenaMode::kNone, "none"}}};
+const EnumNames<ConvAlgoSearch> kConvSearch{{{ConvAlgoSearch::kExhaustive, "exhaustive"},
+                                             {ConvAlgoSearch::kHeuristic, "heuristic"},
+                                             {ConvAlgoSearch::kDefault, "default"}}};
+
+// Reads a JSON object field by field; each key must have a handler.
+using FieldReader = std::function<Status(const json&, const std::string& where)>;
+
+Status ReadObject(const json& j, const std::string& where, const std::map<std::string, FieldReader>& fields) {
+  if (!j.is_object()) return InvalidArgument(where + " must be a JSON object");
+  for (const auto& [key, value] : j.items()) {
+    auto it = fields.find(key);
+    if (it == fields.end()) return InvalidArgument("unknown policy key '" + where + "." + key + "'");
+    EBB_RETURN_IF_ERROR(it->second(value, where + "." + key));
+  }
+  return Status::Ok();
+}
+
+FieldReader Bool(bool* out) {
+  return [out](const json& v, const std::string& where) {
+    if (!v.is_boolean()) return InvalidArgument(where + " must be true or false");
+    *out = v.get<bool>();
+    return Status::Ok();
+  };
+}
+
+FieldReader Bytes(size_t* out) {
+  return [out](const json& v, const std::string& where) {
+    if (!v.is_number_unsigned()) return InvalidArgument(where + " must be a non-negative integer (bytes)");
+    *out = v.get<size_t>();
+    return Status::Ok();
+  };
+}
+
+FieldReader Int(int* out) {
+  return [out](const json& v, const std::string& where) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0) return InvalidArgument(where + " must be a non-negative integer");
+    *out = v.get<int>();
+    return Status::Ok();
+  };
+}
+
+template <typename E>
+FieldReader Enum(const EnumNames<E>& names, E* out) {
+  return [&names, out](const json& v, const std::string& where) {
+    auto parsed = v.is_string() ? names.Parse(v.get<std::string>()) : std::nullopt;
+    if (!parsed) return InvalidArgument(where + " must be one of: " + names.Choices());
+    *out = *parsed;
+    return Status::Ok();
+  };
+}
+
+FieldReader Arena(ArenaPolicy* a) {
+  return [a](const json& v, const std::string& where) {
+    return ReadObject(v, where,
+                      {{"extend_strategy", Enum(kExtend, &a->extend_strategy)},
+                       {"max_bytes", Bytes(&a->max_bytes)},
+                       {"initial_chunk_bytes", Bytes(&a->initial_chunk_bytes)},
+                       {"initial_growth_chunk_bytes", Bytes(&a->initial_growth_chunk_bytes)},
+                       {"max_dead_bytes_per_chunk", Bytes(&a->max_dead_bytes_per_chunk)}});
+  };
+}
+
+json ArenaToJson(const ArenaPolicy& a) {
+  return {{"extend_strategy", kExtend.Name(a.extend_strategy)},
+          {"max_bytes", a.max_bytes},
+          {"initial_chunk_bytes", a.initial_chunk_bytes},
+          {"initial_growth_chunk_bytes", a.initial_growth_chunk_bytes},
+          {"max_dead_bytes_per_chunk", a.max_dead_bytes_per_chunk}};
+}
+
+}  // namespace
+
+Result<MemoryPolicy> ParseMemoryPolicy(std::string_view json_text) {
+  json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgument("memory policy is not valid JSON");
+  MemoryPolicy p;
+  FieldReader cpu = [&p](const json& v, const std::string& where) {
+    return ReadObject(v, where,
+                      {{"arena", Enum(kCpuArena, &p.cpu.arena)}, {"arena_settings", Arena(&p.cpu.arena_settings)}});
+  };
+  FieldReader cuda = [&p](const json& v, const std::string& where) {
+    return ReadObject(v, where,
+                      {{"arena_settings", Arena(&p.cuda.arena_settings)},
+                       {"conv_algo_search", Enum(kConvSearch, &p.cuda.conv_algo_search)},
+                       {"conv_use_max_workspace", Bool(&p.cuda.conv_use_max_workspace)}});
+  };
+  EBB_RETURN_IF_ERROR(ReadObject(j, "policy",
+                                 {{"cpu", cpu},
+                                  {"cuda", cuda},
+                                  {"weights_outside_arena", Bool(&p.weights_outside_arena)},
+                                  {"release", Enum(kRelease, &p.release)},
+                                  {"trim_heap_after_release", Bool(&p.trim_heap_after_release)},
+                                  {"strict_device", Bool(&p.strict_device)},
+                                  {"intra_op_threads", Int(&p.intra_op_threads)}}));
+  return p;
+}
+
+Result<MemoryPolicy> LoadMemoryPolicy(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot read memory policy file '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  Result<MemoryPolicy> policy = ParseMemoryPolicy(text.str());
+  if (!policy.ok()) return Status(policy.status().code(), path + ": " + policy.status().message());
+  return policy;
+}
+
+std::string MemoryPolicyToJson(const MemoryPolicy& p) {
+  json j = {
+      {"cpu", {{"arena", kCpuArena.Name(p.cpu.arena)}, {"arena_settings", ArenaToJson(p.cpu.arena_settings)}}},
+      {"cuda",
+       {{"arena_settings", ArenaToJson(p.cuda.arena_settings)},
+        {"conv_algo_search", kConvSearch.Name(p.cuda.conv_algo_search)},
+        {"conv_use_max_workspace", p.cuda.conv_use_max_workspace}}},
+      {"weights_outside_arena", p.weights_outside_arena},
+      {"release", kRelease.Name(p.release)},
+      {"trim_heap_after_release", p.trim_heap_after_release},
+      {"strict_device", p.strict_device},
+      {"intra_op_threads", p.intra_op_threads},
+  };
+  return j.dump(2);
+}
+
+const char* ReleaseModeName(ReleaseMode mode) { return kRelease.Name(mode); }
+std::optional<ReleaseMode> ParseReleaseMode(std::string_view name) { return kRelease.Parse(name); }
+
+}  // namespace ebb

@@ -1,0 +1,121 @@
+#include "ebb/memory_stats.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace ebb {
+namespace {
+
+// Reads a "Key:   123 kB" line from /proc/self/status.
+int64_t ReadStatusKb(const std::string& key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.compare(0, key.size(), key) == 0 && line.size() > key.size() && line[key.size()] == ':') {
+      std::istringstream fields(line.substr(key.size() + 1));
+      int64_t kb = 0;
+      fields >> kb;
+      return kb * 1024;
+    }
+  }
+  return 0;
+}
+
+// The few NVML entry points ebb needs, resolved with dlopen so that no NVIDIA
+// library is needed to build or run ebb.
+struct Nvml {
+  struct Memory {
+    unsigned long long total, free, used;
+  };
+  using Init = int (*)();
+  using Count = int (*)(unsigned int*);
+  using Handle = int (*)(unsigned int, void**);
+  using Info = int (*)(void*, Memory*);
+
+  bool ok = false;
+  Count count = nullptr;
+  Handle handle = nullptr;
+  Info info = nullptr;
+
+  Nvml() {
+    void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) return;
+    auto init = reinterpret_cast<Init>(dlsym(lib, "nvmlInit_v2"));
+    count = reinterpret_cast<Count>(dlsym(lib, "nvmlDeviceGetCount_v2"));
+    handle = reinterpret_cast<Handle>(dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
+    info = reinterpret_cast<Info>(dlsym(lib, "nvmlDeviceGetMemoryInfo"));
+    ok = init && count && handle && info && init() == 0;
+  }
+};
+
+}  // namespace
+
+int64_t ReadRssBytes() {
+  std::ifstream in("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  in >> size >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+int64_t ReadPeakRssBytes() { return ReadStatusKb("VmHWM"); }
+
+int64_t PhysicalMemoryBytes() { return static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE); }
+
+std::vector<GpuMemory> ReadGpuMemory() {
+  static Nvml nvml;  // dlopen once; NVML is thread-safe after init
+  std::vector<GpuMemory> gpus;
+  unsigned int n = 0;
+  if (!nvml.ok || nvml.count(&n) != 0) return gpus;
+  for (unsigned int i = 0; i < n; ++i) {
+    void* device = nullptr;
+    Nvml::Memory m{};
+    if (nvml.handle(i, &device) != 0 || nvml.info(device, &m) != 0) continue;
+    gpus.push_back({static_cast<int>(i), static_cast<int64_t>(m.total), static_cast<int64_t>(m.used),
+                    static_cast<int64_t>(m.free)});
+  }
+  return gpus;
+}
+
+int64_t MemoryReading::TotalReserved() const {
+  int64_t total = 0;
+  for (const ArenaStats& a : arenas) total += a.reserved;
+  return total;
+}
+
+const ArenaStats* MemoryReading::Find(const std::string& name) const {
+  for (const ArenaStats& a : arenas) {
+    if (a.name == name) return &a;
+  }
+  return nullptr;
+}
+
+std::string MemoryReading::ToJson() const {
+  nlohmann::json arenas_json = nlohmann::json::array();
+  for (const ArenaStats& a : arenas) {
+    arenas_json.push_back({{"name", a.name},
+                           {"reserved", a.reserved},
+                           {"in_use", a.in_use},
+                           {"peak_in_use", a.peak_in_use},
+                           {"limit", a.limit},
+                           {"regions", a.regions},
+                           {"extensions", a.extensions},
+                           {"shrinks", a.shrinks},
+                           {"allocations", a.allocations}});
+  }
+  nlohmann::json gpus_json = nlohmann::json::array();
+  for (const GpuMemory& g : gpus) {
+    gpus_json.push_back({{"index", g.index}, {"total", g.total}, {"used", g.used}, {"free", g.free}});
+  }
+  return nlohmann::json{{"rss_bytes", rss_bytes},
+                        {"peak_rss_bytes", peak_rss_bytes},
+                        {"arenas", arenas_json},
+                        {"gpus", gpus_json}}
+      .dump();
+}
+
+}  // namespace ebb

@@ -1,0 +1,227 @@
+#include "ort_context.h"
+
+#include <malloc.h>
+
+#include <atomic>
+#include <cstdio>
+#include <regex>
+
+namespace ebb::detail {
+namespace {
+
+// Only one Runtime at a time may own the process-wide env arena: ORT's env
+// is a process singleton and holds one CPU allocator registration.
+std::atomic<bool> g_shared_arena_owned{false};
+
+// --- A hand-written ONNX model: y = Identity(x), x float[1]. -----------------
+// It exists only to make a shrinking run over the shared arena ("trim now");
+// ORT has no other public way to shrink an arena. Protobuf wire format:
+// key = field << 3 | wire type (0 varint, 2 length-delimited).
+std::string Varint(uint64_t v) {
+  std::string s;
+  while (v >= 0x80) {
+    s += static_cast<char>((v & 0x7f) | 0x80);
+    v >>= 7;
+  }
+  s += static_cast<char>(v);
+  return s;
+}
+std::string VarintField(int field, uint64_t v) { return Varint(field << 3) + Varint(v); }
+std::string BytesField(int field, const std::string& bytes) {
+  return Varint(field << 3 | 2) + Varint(bytes.size()) + bytes;
+}
+
+std::string TrimModelBytes() {
+  // ValueInfoProto{name, type{tensor_type{elem_type=FLOAT, shape{dim{dim_value=1}}}}}
+  auto value_info = [](const std::string& name) {
+    std::string shape = BytesField(1, VarintField(1, 1));
+    std::string tensor_type = VarintField(1, 1) + BytesField(2, shape);
+    return BytesField(1, name) + BytesField(2, BytesField(1, tensor_type));
+  };
+  std::string node = BytesField(1, "x") + BytesField(2, "y") + BytesField(4, "Identity");
+  std::string graph = BytesField(1, node) + BytesField(2, "ebb_trim") + BytesField(11, value_info("x")) +
+                      BytesField(12, value_info("y"));
+  std::string opset = BytesField(1, "") + VarintField(2, 13);
+  return VarintField(1, 8) + BytesField(7, graph) + BytesField(8, opset);
+}
+
+std::unordered_map<std::string, size_t> ArenaConfig(const ArenaPolicy& a, size_t cap) {
+  return {{"max_mem", cap},
+          {"arena_extend_strategy", a.extend_strategy == ExtendStrategy::kSameAsRequested ? 1u : 0u},
+          {"initial_chunk_size_bytes", a.initial_chunk_bytes},
+          {"initial_growth_chunk_size_bytes", a.initial_growth_chunk_bytes},
+          {"max_dead_bytes_per_chunk", a.max_dead_bytes_per_chunk}};
+}
+
+int64_t StatValue(const std::unordered_map<std::string, std::string>& stats, const char* key) {
+  auto it = stats.find(key);
+  return it == stats.end() ? 0 : std::stoll(it->second);
+}
+
+}  // namespace
+
+std::string FormatBytes(int64_t bytes) {
+  char buf[64];
+  double b = static_cast<double>(bytes);
+  if (b >= 1024.0 * 1024 * 1024) {
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  } else if (b >= 1024.0 * 1024) {
+    std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024.0 * 1024));
+  } else if (b >= 1024.0) {
+    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  } else {
+    std::snprintf(buf, sizeof buf, "%lld bytes", static_cast<long long>(bytes));
+  }
+  return buf;
+}
+
+Status StatusFromMessage(OrtErrorCode code, const std::string& message, const std::string& where,
+                         const std::string& arena_desc) {
+  static const std::regex kCapReached(R"(Available memory of (\d+) is smaller than requested bytes of (\d+))");
+  static const std::regex kAllocFailed(R"(Failed to allocate memory for requested buffer of size (\d+))");
+  std::smatch m;
+  if (std::regex_search(message, m, kCapReached)) {
+    return ResourceExhausted(where + ": out of memory: the " + arena_desc + " cap was reached; requested " +
+                             FormatBytes(std::stoll(m[2])) + " but only " + FormatBytes(std::stoll(m[1])) +
+                             " was available (ORT: " + message + ")");
+  }
+  if (std::regex_search(message, m, kAllocFailed)) {
+    return ResourceExhausted(where + ": out of memory: allocating " + FormatBytes(std::stoll(m[1])) + " in the " +
+                             arena_desc + " failed (ORT: " + message + ")");
+  }
+  if (message.find("bad_alloc") != std::string::npos) {
+    return ResourceExhausted(where + ": out of memory: the host could not allocate (std::bad_alloc) (ORT: " + message +
+                             ")");
+  }
+  if (message.find("out of memory") != std::string::npos ||
+      message.find("cudaMallocFromPoolAsync failed") != std::string::npos) {
+    return ResourceExhausted(where + ": out of memory on the GPU (ORT: " + message + ")");
+  }
+  switch (code) {
+    case ORT_INVALID_ARGUMENT:
+    case ORT_INVALID_PROTOBUF:
+    case ORT_INVALID_GRAPH:
+    case ORT_NOT_IMPLEMENTED:
+      return InvalidArgument(where + ": " + message);
+    case ORT_NO_SUCHFILE:
+      return NotFound(where + ": " + message);
+    default:
+      return Internal(where + ": " + message);
+  }
+}
+
+Status StatusFromOrt(const Ort::Exception& e, const std::string& where, const std::string& arena_desc) {
+  return StatusFromMessage(e.GetOrtErrorCode(), e.what(), where, arena_desc);
+}
+
+void InvokeOrtRun(const OrtRun& run) {
+  Ort::RunOptions options;
+  if (!run.shrink_spec.empty()) {
+    options.AddConfigEntry(kOrtRunOptionsConfigEnableMemoryArenaShrinkage, run.shrink_spec.c_str());
+  }
+  run.session->Run(options, run.input_names, run.input_values, run.input_count, run.output_names,
+                   run.output_values, run.output_count);
+}
+
+Result<std::shared_ptr<RuntimeContext>> RuntimeContext::Create(const MemoryPolicy& policy) {
+  std::shared_ptr<RuntimeContext> ctx(new RuntimeContext(policy));
+  try {
+    ctx->env_ = std::make_unique<Ort::Env>(ORT_LOGGING_LEVEL_FATAL, "ebb");
+    if (policy.cpu.arena != CpuArenaMode::kShared) return ctx;
+
+    if (g_shared_arena_owned.exchange(true)) {
+      return FailedPrecondition(
+          "another ebb::Runtime in this process already owns the shared CPU arena; use one Runtime per process");
+    }
+    ctx->registered_ = true;
+    const ArenaPolicy& a = policy.cpu.arena_settings;
+    ctx->shared_cap_ = a.max_bytes ? a.max_bytes : static_cast<size_t>(PhysicalMemoryBytes() / 2);
+    Ort::ArenaCfg cfg(ArenaConfig(a, ctx->shared_cap_));
+    Ort::MemoryInfo info = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
+    ctx->env_->CreateAndRegisterAllocator(info, cfg);
+
+    Ort::SessionOptions options;
+    options.SetIntraOpNumThreads(1);
+    options.AddConfigEntry(kOrtSessionOptionsConfigUseEnvAllocators, "1");
+    std::string bytes = TrimModelBytes();
+    ctx->trim_session_ = std::make_unique<Ort::Session>(*ctx->env_, bytes.data(), bytes.size(), options);
+    ctx->shared_gate_ = std::make_shared<ArenaGate>("cpu:0", /*can_trim=*/true);
+  } catch (const Ort::Exception& e) {
+    return StatusFromOrt(e, "creating the ONNX Runtime environment", "shared CPU arena");
+  }
+  return ctx;
+}
+
+RuntimeContext::~RuntimeContext() {
+  trim_session_.reset();
+  if (registered_) {
+    try {
+      env_->UnregisterAllocator(Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault));
+    } catch (const Ort::Exception&) {
+      // Nothing to do: the env goes away with us, or sessions still hold it.
+    }
+    g_shared_arena_owned = false;
+  }
+}
+
+Status RuntimeContext::TrimSharedArena() {
+  if (!trim_session_) return FailedPrecondition("no shared CPU arena to trim");
+  float in = 0.f, out = 0.f;
+  Ort::MemoryInfo host = Ort::MemoryInfo::CreateCpu(OrtDeviceAllocator, OrtMemTypeDefault);
+  int64_t shape[1] = {1};
+  Ort::Value input = Ort::Value::CreateTensor<float>(host, &in, 1, shape, 1);
+  Ort::Value output = Ort::Value::CreateTensor<float>(host, &out, 1, shape, 1);
+  const char* in_name = "x";
+  const char* out_name = "y";
+  try {
+    InvokeOrtRun({trim_session_.get(), &in_name, &input, 1, &out_name, &output, 1, shared_gate_->spec()});
+  } catch (const Ort::Exception& e) {
+    return StatusFromOrt(e, "trimming the shared CPU arena", "shared CPU arena");
+  }
+  TrimHeap();
+  return Status::Ok();
+}
+
+std::optional<std::string> RuntimeContext::cuda_unavailable() const {
+  std::lock_guard<std::mutex> lock(cuda_mu_);
+  return cuda_unavailable_;
+}
+
+void RuntimeContext::set_cuda_unavailable(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(cuda_mu_);
+  cuda_unavailable_ = reason;
+}
+
+void RuntimeContext::TrimHeap() const {
+  if (policy_.trim_heap_after_release) malloc_trim(0);
+}
+
+std::optional<ArenaStats> RuntimeContext::ReadSharedArena() const {
+  if (!trim_session_) return std::nullopt;
+  return ReadArenaStats(*trim_session_, Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault),
+                        "cpu:shared");
+}
+
+std::optional<ArenaStats> ReadArenaStats(const Ort::Session& session, const Ort::MemoryInfo& info,
+                                         const std::string& name) {
+  try {
+    Ort::Allocator allocator(session, info);
+    auto stats = allocator.GetStats().GetKeyValuePairs();
+    if (stats.empty()) return std::nullopt;  // not an arena
+    ArenaStats a;
+    a.name = name;
+    a.reserved = StatValue(stats, "TotalAllocated");
+    a.in_use = StatValue(stats, "InUse");
+    a.peak_in_use = StatValue(stats, "MaxInUse");
+    a.limit = StatValue(stats, "Limit");
+    a.regions = StatValue(stats, "NumArenaExtensions");
+    a.shrinks = StatValue(stats, "NumArenaShrinkages");
+    a.extensions = a.regions + a.shrinks;
+    a.allocations = StatValue(stats, "NumAllocs");
+    return a;
+  } catch (const Ort::Exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace ebb::detail

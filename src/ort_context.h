@@ -1,0 +1,95 @@
+// Internal: everything that touches ONNX Runtime directly lives behind this
+// header (the env, the shared arena, error translation, and the one call of
+// Ort::Session::Run). Nothing outside src/ includes onnxruntime headers.
+#pragma once
+
+#include <onnxruntime_cxx_api.h>
+#include <onnxruntime_run_options_config_keys.h>
+#include <onnxruntime_session_options_config_keys.h>
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "arena_gate.h"
+#include "ebb/memory_policy.h"
+#include "ebb/memory_stats.h"
+#include "ebb/status.h"
+
+namespace ebb::detail {
+
+// Turns an ORT failure into ebb's Status. Allocation failures (arena cap,
+// CUDA OOM, bad_alloc) become kResourceExhausted with what ran out and how
+// much was asked for; `where` names the operation ("run of 'convnet' on cpu").
+Status StatusFromOrt(const Ort::Exception& e, const std::string& where, const std::string& arena_desc);
+// Same for texts that did not come as Ort::Exception (std::exception).
+Status StatusFromMessage(OrtErrorCode code, const std::string& message, const std::string& where,
+                         const std::string& arena_desc);
+
+// One ORT Run, with outputs either preallocated (output_values holds tensors)
+// or left to ORT (output_values holds empty Values). `shrink_spec` empty means
+// no shrink configuration is submitted at all. This is the ONLY function in
+// ebb that calls Ort::Session::Run.
+struct OrtRun {
+  Ort::Session* session = nullptr;
+  const char* const* input_names = nullptr;
+  const Ort::Value* input_values = nullptr;
+  size_t input_count = 0;
+  const char* const* output_names = nullptr;
+  Ort::Value* output_values = nullptr;
+  size_t output_count = 0;
+  std::string shrink_spec;
+};
+// Throws Ort::Exception on failure (callers translate with StatusFromOrt).
+void InvokeOrtRun(const OrtRun& run);
+
+// State shared by a Runtime and every session it created.
+class RuntimeContext {
+ public:
+  // Creates the env and, for CpuArenaMode::kShared, registers the capped
+  // env arena and builds the tiny session used to trim it.
+  static Result<std::shared_ptr<RuntimeContext>> Create(const MemoryPolicy& policy);
+  ~RuntimeContext();
+
+  const MemoryPolicy& policy() const { return policy_; }
+  Ort::Env& env() { return *env_; }
+  // Null unless the policy uses the shared CPU arena.
+  const std::shared_ptr<ArenaGate>& shared_cpu_gate() const { return shared_gate_; }
+  // The shared arena's cap in bytes (0 when there is no shared arena).
+  size_t shared_cap() const { return shared_cap_; }
+
+  // Frees every fully free region of the shared CPU arena now (a shrinking run
+  // of the trim session) and trims the heap. REQUIRES: shared arena exists.
+  Status TrimSharedArena();
+  // Returns freed heap pages to the OS when the policy says so.
+  void TrimHeap() const;
+  // Statistics of the shared CPU arena, when there is one.
+  std::optional<ArenaStats> ReadSharedArena() const;
+
+  // Why CUDA cannot be used in this process, once a load found out (no
+  // provider library, no driver); later loads skip the attempt.
+  std::optional<std::string> cuda_unavailable() const;
+  void set_cuda_unavailable(const std::string& reason);
+
+ private:
+  explicit RuntimeContext(const MemoryPolicy& policy) : policy_(policy) {}
+
+  MemoryPolicy policy_;
+  std::unique_ptr<Ort::Env> env_;
+  std::shared_ptr<ArenaGate> shared_gate_;
+  std::unique_ptr<Ort::Session> trim_session_;
+  size_t shared_cap_ = 0;
+  bool registered_ = false;
+  mutable std::mutex cuda_mu_;
+  std::optional<std::string> cuda_unavailable_;  // guarded by cuda_mu_
+};
+
+// Reads an ORT arena's statistics through a session that uses it.
+std::optional<ArenaStats> ReadArenaStats(const Ort::Session& session, const Ort::MemoryInfo& info,
+                                         const std::string& name);
+
+// Human-readable byte count: "64.0 MiB".
+std::string FormatBytes(int64_t bytes);
+
+}  // namespace ebb::detail

@@ -1,0 +1,136 @@
+#include "ebb/runtime.h"
+
+#include <openssl/evp.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "log.h"
+#include "ort_context.h"
+#include "session_factory.h"
+
+namespace ebb {
+namespace {
+
+std::string Sha256Hex(const std::string& bytes) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(), nullptr);
+  static const char* kHex = "0123456789abcdef";
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i) {
+    hex += kHex[digest[i] >> 4];
+    hex += kHex[digest[i] & 15];
+  }
+  return hex;
+}
+
+Result<std::string> ReadModelFile(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return NotFound("model file '" + path + "' does not exist");
+  if (!std::filesystem::is_regular_file(path, ec)) return InvalidArgument("'" + path + "' is not a model file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot open model file '" + path + "'");
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  if (bytes.str().empty()) return InvalidArgument("model file '" + path + "' is empty");
+  return bytes.str();
+}
+
+// "models/convnet/model.onnx" -> "convnet"; "x/upscaler.onnx" -> "upscaler".
+std::string DefaultName(const std::string& path) {
+  std::filesystem::path p(path);
+  if (p.stem() == "model" && p.has_parent_path() && !p.parent_path().filename().empty()) {
+    return p.parent_path().filename().string();
+  }
+  return p.stem().string();
+}
+
+}  // namespace
+
+Runtime::Runtime(std::shared_ptr<detail::RuntimeContext> ctx)
+    : ctx_(std::move(ctx)), cache_(std::make_shared<SessionCache>()) {}
+
+Runtime::~Runtime() = default;
+
+Result<std::unique_ptr<Runtime>> Runtime::Create(const MemoryPolicy& policy) {
+  auto ctx = detail::RuntimeContext::Create(policy);
+  if (!ctx.ok()) return ctx.status();
+  return std::unique_ptr<Runtime>(new Runtime(std::move(ctx).value()));
+}
+
+const MemoryPolicy& Runtime::policy() const { return ctx_->policy(); }
+SessionCache& Runtime::cache() { return *cache_; }
+uint64_t Runtime::load_count() const { return cache_->total_loads(); }
+
+Result<std::shared_ptr<Session>> Runtime::Load(const std::string& model_path, const LoadOptions& options) {
+  Result<std::string> bytes = ReadModelFile(model_path);
+  if (!bytes.ok()) return bytes.status();
+  return LoadBytes(*bytes, model_path, options);
+}
+
+Result<std::shared_ptr<Session>> Runtime::LoadFromBytes(const std::string& bytes, const LoadOptions& options) {
+  return LoadBytes(bytes, "", options);
+}
+
+Result<std::shared_ptr<Session>> Runtime::LoadBytes(const std::string& bytes, const std::string& path,
+                                                    const LoadOptions& options) {
+  detail::SessionSpec spec;
+  spec.name = !options.name.empty() ? options.name : path.empty() ? "model" : DefaultName(path);
+  spec.source_path = path;
+  spec.device = options.device;
+  spec.strict_device = options.strict_device.value_or(ctx_->policy().strict_device);
+  SessionKey key{Sha256Hex(bytes), spec.device.ToString(), spec.strict_device ? "strict" : ""};
+
+  std::weak_ptr<SessionCache> weak_cache = cache_;
+  return cache_->GetOrLoad(key, [&]() -> Result<std::shared_ptr<Session>> {
+    auto state = detail::BuildSession(ctx_, bytes, spec);
+    if (!state.ok()) return state.status();
+    auto session = std::make_shared<Session>(std::move(state).value());
+    // A session that ran out of memory leaves the cache; the next Load builds it afresh.
+    session->state().on_exhausted = [weak_cache, key, raw = session.get()] {
+      if (auto cache = weak_cache.lock(); cache && cache->EraseIfSame(key, raw)) {
+        detail::LogWarning("dropped session '" + raw->name() + "' after it ran out of memory");
+      }
+    };
+    return session;
+  });
+}
+
+size_t Runtime::Unload(const std::string& model_path) {
+  return cache_->EraseIf([&](const SessionKey&, const Session& s) { return s.source_path() == model_path; });
+}
+
+bool Runtime::Unload(const Session& session) {
+  return cache_->EraseIf([&](const SessionKey&, const Session& s) { return &s == &session; }) > 0;
+}
+
+void Runtime::Clear() { cache_->Clear(); }
+
+Status Runtime::Trim() {
+  for (auto& [key, session] : cache_->Entries()) {
+    for (auto& gate : session->state().gates) {
+      if (!gate->can_trim()) (void)gate->TrimNowOrDefer();  // released by its next lone run
+    }
+  }
+  if (const auto& gate = ctx_->shared_cpu_gate(); gate && gate->TrimNowOrDefer()) {
+    return ctx_->TrimSharedArena();
+  }
+  ctx_->TrimHeap();
+  return Status::Ok();
+}
+
+MemoryReading Runtime::ReadMemory() const {
+  MemoryReading reading;
+  if (auto shared = ctx_->ReadSharedArena()) reading.arenas.push_back(*shared);
+  for (auto& [key, session] : cache_->Entries()) {
+    for (ArenaStats& a : session->ReadOwnArenas()) reading.arenas.push_back(std::move(a));
+  }
+  reading.rss_bytes = ReadRssBytes();
+  reading.peak_rss_bytes = ReadPeakRssBytes();
+  reading.gpus = ReadGpuMemory();
+  return reading;
+}
+
+}  // namespace ebb

@@ -1,0 +1,289 @@
+// The run boundary: Session::Run. See ebb/session.h for the contract.
+#include <chrono>
+#include <cstring>
+
+#include "session_state.h"
+
+namespace ebb {
+namespace detail {
+
+std::optional<DataType> FromOnnxType(ONNXTensorElementDataType type) {
+  switch (type) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL: return DataType::kBool;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8: return DataType::kUInt8;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16: return DataType::kUInt16;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32: return DataType::kUInt32;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64: return DataType::kUInt64;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: return DataType::kInt8;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16: return DataType::kInt16;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: return DataType::kInt32;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: return DataType::kInt64;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16: return DataType::kFloat16;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16: return DataType::kBFloat16;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: return DataType::kFloat32;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: return DataType::kFloat64;
+    default: return std::nullopt;
+  }
+}
+
+ONNXTensorElementDataType ToOnnxType(DataType type) {
+  switch (type) {
+    case DataType::kBool: return ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL;
+    case DataType::kUInt8: return ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8;
+    case DataType::kUInt16: return ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16;
+    case DataType::kUInt32: return ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32;
+    case DataType::kUInt64: return ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64;
+    case DataType::kInt8: return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8;
+    case DataType::kInt16: return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16;
+    case DataType::kInt32: return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
+    case DataType::kInt64: return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
+    case DataType::kFloat16: return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16;
+    case DataType::kBFloat16: return ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16;
+    case DataType::kFloat32: return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+    case DataType::kFloat64: return ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE;
+  }
+  return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+}
+
+namespace {
+
+bool ShapeMatches(const Shape& declared, const Shape& actual) {
+  if (declared.size() != actual.size()) return false;
+  for (size_t i = 0; i < declared.size(); ++i) {
+    if (declared[i] >= 0 && declared[i] != actual[i]) return false;
+  }
+  return true;
+}
+
+std::string Names(const std::vector<TensorInfo>& infos) {
+  std::string s;
+  for (const TensorInfo& t : infos) s += (s.empty() ? "" : ", ") + t.name;
+  return s;
+}
+
+Ort::Value WrapTensor(const Tensor& t) {
+  static const Ort::MemoryInfo host = Ort::MemoryInfo::CreateCpu(OrtDeviceAllocator, OrtMemTypeDefault);
+  // ORT does not write to inputs; the const_cast only satisfies its C API.
+  return Ort::Value::CreateTensor(host, const_cast<std::byte*>(t.data()), t.byte_size(), t.shape().data(),
+                                  t.shape().size(), ToOnnxType(t.type()));
+}
+
+// Copies an ORT-allocated output into caller-owned memory.
+Result<Tensor> CopyOut(const Ort::Value& value, const std::string& name) {
+  auto info = value.GetTensorTypeAndShapeInfo();
+  std::optional<DataType> type = FromOnnxType(info.GetElementType());
+  if (!type) return InvalidArgument("output '" + name + "' has an element type ebb does not support");
+  Tensor t(*type, info.GetShape());
+  if (t.byte_size()) std::memcpy(t.data(), value.GetTensorRawData(), t.byte_size());
+  return t;
+}
+
+// A run's inputs in model order, checked against what the model declares.
+struct PreparedInputs {
+  std::vector<const char*> names;
+  std::vector<Ort::Value> values;
+  std::vector<Shape> shapes;
+};
+
+Status PrepareInputs(const SessionState& s, const std::vector<NamedTensor>& given, PreparedInputs* out) {
+  for (const NamedTensor& t : given) {
+    bool known = false;
+    for (const TensorInfo& info : s.inputs) known |= info.name == t.name;
+    if (!known) {
+      return InvalidArgument("model '" + s.name + "' has no input named '" + t.name + "' (its inputs: " +
+                             Names(s.inputs) + ")");
+    }
+  }
+  for (const TensorInfo& info : s.inputs) {
+    const NamedTensor* match = nullptr;
+    for (const NamedTensor& t : given) {
+      if (t.name != info.name) continue;
+      if (match) return InvalidArgument("input '" + info.name + "' is given more than once");
+      match = &t;
+    }
+    if (!match) return InvalidArgument("model '" + s.name + "' needs input '" + info.name + "', which is missing");
+    const Tensor& t = match->tensor;
+    if (t.type() != info.type) {
+      return InvalidArgument("input '" + info.name + "' of model '" + s.name + "' must be " +
+                             DataTypeName(info.type) + ", got " + DataTypeName(t.type()));
+    }
+    if (!ShapeMatches(info.shape, t.shape())) {
+      return InvalidArgument("input '" + info.name + "' of model '" + s.name + "' must have shape " +
+                             ShapeToString(info.shape) + " (-1 = any), got " + ShapeToString(t.shape()));
+    }
+    out->names.push_back(info.name.c_str());
+    out->values.push_back(WrapTensor(t));
+    out->shapes.push_back(t.shape());
+  }
+  return Status::Ok();
+}
+
+Status SelectOutputs(const SessionState& s, const std::vector<std::string>& wanted, std::vector<size_t>* index) {
+  if (wanted.empty()) {
+    for (size_t i = 0; i < s.outputs.size(); ++i) index->push_back(i);
+    return Status::Ok();
+  }
+  for (const std::string& name : wanted) {
+    size_t i = 0;
+    while (i < s.outputs.size() && s.outputs[i].name != name) ++i;
+    if (i == s.outputs.size()) {
+      return InvalidArgument("model '" + s.name + "' has no output named '" + name + "' (its outputs: " +
+                             Names(s.outputs) + ")");
+    }
+    index->push_back(i);
+  }
+  return Status::Ok();
+}
+
+// Output shapes for these inputs when they are known before running: the
+// model declares them fully, or a run with the same input shapes saw them.
+bool KnownOutputShapes(SessionState& s, const std::vector<Shape>& input_shapes, std::vector<Shape>* all) {
+  if (s.static_output_shapes) {
+    for (const TensorInfo& o : s.outputs) all->push_back(o.shape);
+    return true;
+  }
+  return s.shape_cache_usable && s.shape_cache.Find(input_shapes, all);
+}
+
+}  // namespace
+}  // namespace detail
+
+using detail::SessionState;
+
+Session::Session(std::unique_ptr<SessionState> state) : state_(std::move(state)) {}
+Session::~Session() = default;
+
+const std::string& Session::name() const { return state_->name; }
+const std::string& Session::source_path() const { return state_->source_path; }
+const ResolvedDevice& Session::device() const { return state_->device; }
+const std::vector<TensorInfo>& Session::inputs() const { return state_->inputs; }
+const std::vector<TensorInfo>& Session::outputs() const { return state_->outputs; }
+uint64_t Session::run_count() const { return state_->runs; }
+uint64_t Session::release_count() const { return state_->releases; }
+int Session::in_flight() const { return state_->in_flight; }
+
+std::string Session::metadata(const std::string& key) const {
+  auto it = state_->metadata.find(key);
+  return it == state_->metadata.end() ? "" : it->second;
+}
+
+std::vector<std::string> Session::release_targets() const {
+  std::vector<std::string> specs;
+  for (const auto& gate : state_->gates) specs.push_back(gate->spec());
+  return specs;
+}
+
+std::vector<ArenaStats> Session::ReadOwnArenas() const {
+  std::vector<ArenaStats> stats;
+  for (const detail::OwnArena& a : state_->own_arenas) {
+    if (auto s = detail::ReadArenaStats(*state_->session, a.info, a.name)) stats.push_back(*s);
+  }
+  return stats;
+}
+
+Result<std::vector<NamedTensor>> Session::Run(const std::vector<NamedTensor>& inputs, const RunFlags& flags) {
+  SessionState& s = *state_;
+  const auto start = std::chrono::steady_clock::now();
+  RunRecord record;
+  record.sequence = ++s.runs;
+  record.ends_operation = flags.ends_operation;
+  const ReleaseMode mode = s.ctx->policy().release;
+  record.release_wanted = mode == ReleaseMode::kEveryRun || (mode == ReleaseMode::kOperationEnd && flags.ends_operation);
+
+  auto finish = [&](Status status) {
+    record.status = status.code();
+    record.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (flags.observer) (*flags.observer)(record);
+    if (status.code() == StatusCode::kResourceExhausted && s.on_exhausted) s.on_exhausted();
+    return status;
+  };
+
+  detail::PreparedInputs prepared;
+  std::vector<size_t> out_index;
+  if (Status st = detail::PrepareInputs(s, inputs, &prepared); !st.ok()) return finish(st);
+  if (Status st = detail::SelectOutputs(s, flags.outputs, &out_index); !st.ok()) return finish(st);
+  std::vector<const char*> out_names;
+  for (size_t i : out_index) out_names.push_back(s.output_names[i]);
+
+  // Enter every arena this session allocates from; carry the release for
+  // those on which this run is alone.
+  std::vector<bool> carried(s.gates.size());
+  for (size_t i = 0; i < s.gates.size(); ++i) {
+    carried[i] = s.gates[i]->Enter(record.release_wanted);
+    if (carried[i]) {
+      record.release_spec += (record.release_spec.empty() ? "" : ";") + s.gates[i]->spec();
+    } else if (record.release_wanted) {
+      record.release_deferred = true;
+    }
+  }
+  if (!record.release_spec.empty()) ++s.releases;
+  ++s.in_flight;
+
+  std::vector<Tensor> results;
+  Status status;
+  std::vector<Shape> known;
+  bool preallocate = detail::KnownOutputShapes(s, prepared.shapes, &known);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::vector<Ort::Value> values;
+    results.clear();
+    if (preallocate) {
+      for (size_t i : out_index) {
+        results.emplace_back(s.outputs[i].type, known[i]);
+        values.push_back(detail::WrapTensor(results.back()));
+      }
+    } else {
+      values.resize(out_index.size());
+    }
+    try {
+      detail::InvokeOrtRun({s.session.get(), prepared.names.data(), prepared.values.data(), prepared.values.size(),
+                            out_names.data(), values.data(), values.size(), record.release_spec});
+      status = Status::Ok();
+    } catch (const Ort::Exception& e) {
+      status = detail::StatusFromOrt(e, "run of model '" + s.name + "' on " + s.device.ToString(), s.arena_desc);
+    }
+    if (status.ok() && !preallocate) {
+      std::vector<Shape> seen(s.outputs.size());
+      for (size_t k = 0; k < values.size() && status.ok(); ++k) {
+        Result<Tensor> t = detail::CopyOut(values[k], s.outputs[out_index[k]].name);
+        if (!t.ok()) {
+          status = t.status();
+          break;
+        }
+        seen[out_index[k]] = t->shape();
+        results.push_back(std::move(t).value());
+      }
+      if (status.ok() && out_index.size() == s.outputs.size()) s.shape_cache.Insert(prepared.shapes, seen);
+    }
+    // A cached output shape that proved wrong (data-dependent outputs): stop
+    // trusting the cache for this model and run once more with ORT's outputs.
+    bool retry = !status.ok() && preallocate && !s.static_output_shapes &&
+                 status.code() != StatusCode::kResourceExhausted;
+    if (!retry) break;
+    s.shape_cache_usable = false;
+    preallocate = false;
+  }  // ORT-allocated output Values are freed here, before the arenas are left.
+  record.outputs_preallocated = preallocate;
+
+  const bool outputs_pinned = !preallocate && !record.release_spec.empty();
+  bool trim = false;
+  for (size_t i = 0; i < s.gates.size(); ++i) {
+    bool still_wanted = (record.release_wanted && !carried[i]) ||
+                        (carried[i] && outputs_pinned && s.gates[i]->can_trim());
+    trim |= s.gates[i]->Exit(still_wanted);
+  }
+  --s.in_flight;
+  if (trim) {
+    record.trimmed = true;
+    if (Status st = s.ctx->TrimSharedArena(); !st.ok() && status.ok()) status = st;
+  } else if (!record.release_spec.empty()) {
+    s.ctx->TrimHeap();
+  }
+
+  if (!status.ok()) return finish(status);
+  std::vector<NamedTensor> named;
+  for (size_t k = 0; k < results.size(); ++k) named.push_back({s.outputs[out_index[k]].name, std::move(results[k])});
+  (void)finish(Status::Ok());
+  return named;
+}
+
+}  // namespace ebb

@@ -1,0 +1,185 @@
+#include "session_factory.h"
+
+#include "log.h"
+
+namespace ebb::detail {
+namespace {
+
+Ort::SessionOptions BaseOptions(const MemoryPolicy& policy) {
+  Ort::SessionOptions options;
+  if (policy.intra_op_threads > 0) options.SetIntraOpNumThreads(policy.intra_op_threads);
+  options.SetGraphOptimizationLevel(GraphOptimizationLevel::ORT_ENABLE_ALL);
+  switch (policy.cpu.arena) {
+    case CpuArenaMode::kShared:
+      options.AddConfigEntry(kOrtSessionOptionsConfigUseEnvAllocators, "1");
+      break;
+    case CpuArenaMode::kPerSession:
+      options.EnableCpuMemArena();
+      break;
+    case CpuArenaMode::kNone:
+      options.DisableCpuMemArena();
+      break;
+  }
+  if (policy.weights_outside_arena) {
+    options.AddConfigEntry(kOrtSessionOptionsUseDeviceAllocatorForInitializers, "1");
+  }
+  return options;
+}
+
+OrtCudnnConvAlgoSearch ToOrt(ConvAlgoSearch search) {
+  switch (search) {
+    case ConvAlgoSearch::kExhaustive: return OrtCudnnConvAlgoSearchExhaustive;
+    case ConvAlgoSearch::kHeuristic: return OrtCudnnConvAlgoSearchHeuristic;
+    case ConvAlgoSearch::kDefault: return OrtCudnnConvAlgoSearchDefault;
+  }
+  return OrtCudnnConvAlgoSearchHeuristic;
+}
+
+// Appends the CUDA provider (the legacy OrtCUDAProviderOptions route: the only
+// one the ORT 1.29 CPU core build offers) with the policy's arena settings.
+void AppendCuda(Ort::SessionOptions& options, const CudaPolicy& policy, int device, Ort::ArenaCfg& arena_cfg) {
+  const ArenaPolicy& a = policy.arena_settings;
+  arena_cfg = Ort::ArenaCfg(std::unordered_map<std::string, size_t>{
+      {"max_mem", a.max_bytes},
+      {"arena_extend_strategy", a.extend_strategy == ExtendStrategy::kSameAsRequested ? 1u : 0u},
+      {"initial_chunk_size_bytes", a.initial_chunk_bytes},
+      {"initial_growth_chunk_size_bytes", a.initial_growth_chunk_bytes},
+      {"max_dead_bytes_per_chunk", a.max_dead_bytes_per_chunk}});
+  OrtCUDAProviderOptions cuda;
+  cuda.device_id = device;
+  cuda.cudnn_conv_algo_search = ToOrt(policy.conv_algo_search);
+  cuda.gpu_mem_limit = a.max_bytes ? a.max_bytes : SIZE_MAX;
+  cuda.arena_extend_strategy = a.extend_strategy == ExtendStrategy::kSameAsRequested ? 1 : 0;
+  cuda.do_copy_in_default_stream = 1;
+  cuda.default_memory_arena_cfg = arena_cfg;
+  if (policy.conv_use_max_workspace) {
+    LogWarning("cuda.conv_use_max_workspace is not settable through the legacy CUDA options of this ORT build");
+  }
+  options.AppendExecutionProvider_CUDA(cuda);
+}
+
+Result<TensorInfo> Describe(const std::string& name, const Ort::TypeInfo& type_info) {
+  if (type_info.GetONNXType() != ONNX_TYPE_TENSOR) {
+    return InvalidArgument("'" + name + "' is not a tensor; ebb serves tensor inputs and outputs only");
+  }
+  auto tensor = type_info.GetTensorTypeAndShapeInfo();
+  std::optional<DataType> type = FromOnnxType(tensor.GetElementType());
+  if (!type) return InvalidArgument("'" + name + "' has an element type ebb does not support (e.g. string)");
+  return TensorInfo{name, *type, tensor.GetShape()};
+}
+
+Status FillSignature(SessionState& s) {
+  Ort::AllocatorWithDefaultOptions allocator;
+  for (size_t i = 0; i < s.session->GetInputCount(); ++i) {
+    std::string name = s.session->GetInputNameAllocated(i, allocator).get();
+    Ort::TypeInfo info = s.session->GetInputTypeInfo(i);
+    Result<TensorInfo> t = Describe(name, info);
+    if (!t.ok()) return t.status();
+    s.inputs.push_back(*t);
+  }
+  s.static_output_shapes = true;
+  for (size_t i = 0; i < s.session->GetOutputCount(); ++i) {
+    std::string name = s.session->GetOutputNameAllocated(i, allocator).get();
+    Ort::TypeInfo info = s.session->GetOutputTypeInfo(i);
+    Result<TensorInfo> t = Describe(name, info);
+    if (!t.ok()) return t.status();
+    for (int64_t d : t->shape) s.static_output_shapes &= d >= 0;
+    s.outputs.push_back(*t);
+  }
+  for (const TensorInfo& t : s.inputs) s.input_names.push_back(t.name.c_str());
+  for (const TensorInfo& t : s.outputs) s.output_names.push_back(t.name.c_str());
+  Ort::ModelMetadata metadata = s.session->GetModelMetadata();
+  for (auto& key : metadata.GetCustomMetadataMapKeysAllocated(allocator)) {
+    auto value = metadata.LookupCustomMetadataMapAllocated(key.get(), allocator);
+    s.metadata[key.get()] = value ? value.get() : "";
+  }
+  return Status::Ok();
+}
+
+// Records the arenas the session's runs allocate from, in the order their
+// entries go into the shrink list (device arena first).
+void AttachArenas(SessionState& s) {
+  const MemoryPolicy& policy = s.ctx->policy();
+  if (s.device.kind == DeviceKind::kCuda) {
+    s.gates.push_back(std::make_shared<ArenaGate>("gpu:" + std::to_string(s.device.index), /*can_trim=*/false));
+    s.own_arenas.push_back(
+        {"gpu:" + std::to_string(s.device.index) + ":" + s.name,
+         Ort::MemoryInfo("Cuda", OrtArenaAllocator, s.device.index, OrtMemTypeDefault)});
+  }
+  switch (policy.cpu.arena) {
+    case CpuArenaMode::kShared:
+      s.gates.push_back(s.ctx->shared_cpu_gate());
+      s.arena_desc = "shared CPU arena (cap " + FormatBytes(static_cast<int64_t>(s.ctx->shared_cap())) + ")";
+      break;
+    case CpuArenaMode::kPerSession:
+      s.gates.push_back(std::make_shared<ArenaGate>("cpu:0", /*can_trim=*/false));
+      s.own_arenas.push_back({"cpu:" + s.name, Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault)});
+      s.arena_desc = "per-session CPU arena";
+      break;
+    case CpuArenaMode::kNone:
+      s.arena_desc = "CPU heap (no arena)";
+      break;
+  }
+  if (s.device.kind == DeviceKind::kCuda) s.arena_desc = "CUDA arena of " + s.device.ToString();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SessionState>> BuildSession(const std::shared_ptr<RuntimeContext>& ctx,
+                                                   const std::string& bytes, const SessionSpec& spec) {
+  auto s = std::make_unique<SessionState>();
+  s->ctx = ctx;
+  s->name = spec.name;
+  s->source_path = spec.source_path;
+  const std::string where = "loading model '" + spec.name + "'";
+  const MemoryPolicy& policy = ctx->policy();
+
+  if (spec.device.kind != DeviceRequest::Kind::kCpu) {
+    const int index = spec.device.index;
+    std::string reason = ctx->cuda_unavailable().value_or("");
+    if (reason.empty()) {
+      Ort::SessionOptions options = BaseOptions(policy);
+      Ort::ArenaCfg arena_cfg(nullptr);
+      try {
+        AppendCuda(options, policy.cuda, index, arena_cfg);
+      } catch (const Ort::Exception& e) {
+        reason = e.what();  // no provider library: the same for every later load
+        ctx->set_cuda_unavailable(reason);
+      }
+      if (reason.empty()) {
+        try {
+          s->session = std::make_unique<Ort::Session>(ctx->env(), bytes.data(), bytes.size(), options);
+          s->device = {DeviceKind::kCuda, index, "CUDAExecutionProvider", ""};
+        } catch (const Ort::Exception& e) {
+          reason = e.what();
+          if (reason.find("cudaSetDevice") != std::string::npos) ctx->set_cuda_unavailable(reason);  // no driver
+        }
+      }
+    }
+    if (!s->session) {
+      const std::string asked = spec.device.ToString();
+      if (spec.strict_device && spec.device.kind == DeviceRequest::Kind::kCuda) {
+        return Unavailable(where + ": " + asked + " was requested in strict mode but CUDA cannot be used: " + reason);
+      }
+      s->device.fallback_reason = "CUDA unavailable (" + reason + ")";
+      LogWarning(where + ": " + asked + " requested, falling back to CPU: " + reason);
+    }
+  }
+  if (!s->session) {
+    try {
+      s->session = std::make_unique<Ort::Session>(ctx->env(), bytes.data(), bytes.size(), BaseOptions(policy));
+    } catch (const Ort::Exception& e) {
+      return StatusFromOrt(e, where, "CPU memory");
+    }
+  }
+  try {
+    EBB_RETURN_IF_ERROR(FillSignature(*s));
+  } catch (const Ort::Exception& e) {
+    return StatusFromOrt(e, where, "CPU memory");
+  }
+  AttachArenas(*s);
+  LogInfo(where + ": runs on " + s->device.ToString());
+  return s;
+}
+
+}  // namespace ebb::detail

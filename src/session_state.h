@@ -1,0 +1,83 @@
+// Internal: what a Session holds. Built by the Runtime (runtime.cc), used by
+// the run boundary (session.cc).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "arena_gate.h"
+#include "ebb/session.h"
+#include "ort_context.h"
+
+namespace ebb::detail {
+
+// Output shapes seen for given input shapes, so that the next run with the
+// same input shapes can write its outputs into caller-owned buffers.
+class OutputShapeCache {
+ public:
+  static constexpr size_t kMaxEntries = 256;
+
+  bool Find(const std::vector<Shape>& input_shapes, std::vector<Shape>* output_shapes) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = shapes_.find(input_shapes);
+    if (it == shapes_.end()) return false;
+    *output_shapes = it->second;
+    return true;
+  }
+  void Insert(const std::vector<Shape>& input_shapes, std::vector<Shape> output_shapes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shapes_.size() >= kMaxEntries) shapes_.clear();
+    shapes_[input_shapes] = std::move(output_shapes);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::vector<Shape>, std::vector<Shape>> shapes_;  // guarded by mu_
+};
+
+// An arena that belongs to one session only (per-session CPU arena, CUDA).
+struct OwnArena {
+  std::string name;
+  Ort::MemoryInfo info{nullptr};
+};
+
+struct SessionState {
+  std::shared_ptr<RuntimeContext> ctx;
+  std::unique_ptr<Ort::Session> session;
+  std::string name;
+  std::string source_path;
+  ResolvedDevice device;
+  std::vector<TensorInfo> inputs;
+  std::vector<TensorInfo> outputs;
+  std::vector<const char*> input_names;   // point into `inputs`
+  std::vector<const char*> output_names;  // point into `outputs`
+  std::map<std::string, std::string> metadata;
+  bool static_output_shapes = false;  // every output shape is fully known from the model
+
+  // The arenas runs of this session allocate from, shared ones included.
+  std::vector<std::shared_ptr<ArenaGate>> gates;
+  std::vector<OwnArena> own_arenas;
+  std::string arena_desc;  // for error messages: "shared CPU arena (cap 12.0 GiB)"
+
+  OutputShapeCache shape_cache;
+  std::atomic<bool> shape_cache_usable{true};  // false once a cached shape proved wrong
+
+  std::atomic<uint64_t> runs{0};
+  std::atomic<uint64_t> releases{0};
+  std::atomic<int> in_flight{0};
+
+  // Called after a run failed with kResourceExhausted (drops the session from
+  // its cache). Set once by the Runtime before the session is published.
+  std::function<void()> on_exhausted;
+};
+
+// ONNX element type <-> ebb DataType.
+std::optional<DataType> FromOnnxType(ONNXTensorElementDataType type);
+ONNXTensorElementDataType ToOnnxType(DataType type);
+
+}  // namespace ebb::detail

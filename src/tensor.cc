@@ -1,0 +1,91 @@
+#include "ebb/tensor.h"
+
+#include <array>
+#include <cstring>
+#include <utility>
+
+namespace ebb {
+namespace {
+
+struct TypeInfo {
+  DataType type;
+  const char* name;
+  size_t size;
+};
+
+constexpr std::array<TypeInfo, 13> kTypes = {{
+    {DataType::kBool, "BOOL", 1},
+    {DataType::kUInt8, "UINT8", 1},
+    {DataType::kUInt16, "UINT16", 2},
+    {DataType::kUInt32, "UINT32", 4},
+    {DataType::kUInt64, "UINT64", 8},
+    {DataType::kInt8, "INT8", 1},
+    {DataType::kInt16, "INT16", 2},
+    {DataType::kInt32, "INT32", 4},
+    {DataType::kInt64, "INT64", 8},
+    {DataType::kFloat16, "FP16", 2},
+    {DataType::kBFloat16, "BF16", 2},
+    {DataType::kFloat32, "FP32", 4},
+    {DataType::kFloat64, "FP64", 8},
+}};
+
+const TypeInfo& Info(DataType type) { return kTypes[static_cast<size_t>(type)]; }
+
+}  // namespace
+
+size_t ElementSize(DataType type) { return Info(type).size; }
+const char* DataTypeName(DataType type) { return Info(type).name; }
+
+std::optional<DataType> ParseDataType(std::string_view name) {
+  for (const TypeInfo& info : kTypes) {
+    if (name == info.name) return info.type;
+  }
+  return std::nullopt;
+}
+
+int64_t ElementCount(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string ShapeToString(const Shape& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ",";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+Tensor::Tensor(DataType type, Shape shape)
+    : type_(type),
+      shape_(std::move(shape)),
+      size_(static_cast<size_t>(ElementCount(shape_)) * ElementSize(type)),
+      data_(std::make_unique_for_overwrite<std::byte[]>(size_)) {}
+
+Tensor Tensor::FromFloats(Shape shape, std::span<const float> values) {
+  Tensor t(DataType::kFloat32, std::move(shape));
+  std::memcpy(t.data(), values.data(), t.byte_size());
+  return t;
+}
+
+Tensor Tensor::Clone() const {
+  Tensor t(type_, shape_);
+  if (size_) std::memcpy(t.data(), data(), size_);
+  return t;
+}
+
+bool Tensor::BitwiseEquals(const Tensor& other) const {
+  return type_ == other.type_ && shape_ == other.shape_ && size_ == other.size_ &&
+         (size_ == 0 || std::memcmp(data(), other.data(), size_) == 0);
+}
+
+const Tensor* FindTensor(const std::vector<NamedTensor>& tensors, std::string_view name) {
+  for (const NamedTensor& t : tensors) {
+    if (t.name == name) return &t.tensor;
+  }
+  return nullptr;
+}
+
+}  // namespace ebb

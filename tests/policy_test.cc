@@ -1,0 +1,78 @@
+#include <gtest/gtest.h>
+
+#include "ebb/memory_policy.h"
+
+namespace ebb {
+namespace {
+
+TEST(MemoryPolicyTest, DefaultsAreTheDocumentedOnes) {
+  MemoryPolicy p;
+  EXPECT_EQ(p.release, ReleaseMode::kOperationEnd);
+  EXPECT_EQ(p.cpu.arena, CpuArenaMode::kShared);
+  EXPECT_EQ(p.cpu.arena_settings.extend_strategy, ExtendStrategy::kSameAsRequested);
+  EXPECT_EQ(p.cuda.arena_settings.extend_strategy, ExtendStrategy::kSameAsRequested);
+  EXPECT_TRUE(p.weights_outside_arena);
+  EXPECT_FALSE(p.strict_device);
+}
+
+TEST(MemoryPolicyTest, EmptyObjectKeepsDefaults) {
+  auto p = ParseMemoryPolicy("{}");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(MemoryPolicyToJson(*p), MemoryPolicyToJson(MemoryPolicy{}));
+}
+
+TEST(MemoryPolicyTest, ParsesEveryGroup) {
+  auto p = ParseMemoryPolicy(R"({
+    "release": "every_run", "weights_outside_arena": false, "strict_device": true, "intra_op_threads": 2,
+    "cpu": {"arena": "per_session", "arena_settings": {"max_bytes": 1048576, "extend_strategy": "next_power_of_two"}},
+    "cuda": {"conv_algo_search": "exhaustive", "conv_use_max_workspace": true,
+             "arena_settings": {"initial_chunk_bytes": 4096, "max_dead_bytes_per_chunk": 8192}}
+  })");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->release, ReleaseMode::kEveryRun);
+  EXPECT_FALSE(p->weights_outside_arena);
+  EXPECT_TRUE(p->strict_device);
+  EXPECT_EQ(p->intra_op_threads, 2);
+  EXPECT_EQ(p->cpu.arena, CpuArenaMode::kPerSession);
+  EXPECT_EQ(p->cpu.arena_settings.max_bytes, 1048576u);
+  EXPECT_EQ(p->cpu.arena_settings.extend_strategy, ExtendStrategy::kNextPowerOfTwo);
+  EXPECT_EQ(p->cuda.conv_algo_search, ConvAlgoSearch::kExhaustive);
+  EXPECT_TRUE(p->cuda.conv_use_max_workspace);
+  EXPECT_EQ(p->cuda.arena_settings.initial_chunk_bytes, 4096u);
+  EXPECT_EQ(p->cuda.arena_settings.max_dead_bytes_per_chunk, 8192u);
+}
+
+TEST(MemoryPolicyTest, RoundTripsThroughJson) {
+  auto p = ParseMemoryPolicy(R"({"release": "never", "cpu": {"arena": "none"}})");
+  ASSERT_TRUE(p.ok());
+  auto again = ParseMemoryPolicy(MemoryPolicyToJson(*p));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(MemoryPolicyToJson(*again), MemoryPolicyToJson(*p));
+}
+
+TEST(MemoryPolicyTest, RejectsTyposAndBadValuesWithTheirPath) {
+  struct Case {
+    const char* json;
+    const char* mentions;
+  };
+  for (const Case& c : {Case{R"({"relese": "never"})", "policy.relese"},
+                        Case{R"({"release": "sometimes"})", "operation_end, every_run, never"},
+                        Case{R"({"cpu": {"arena_settings": {"max_bytes": -1}}})", "policy.cpu.arena_settings.max_bytes"},
+                        Case{R"({"cuda": {"conv_use_max_workspace": 1}})", "true or false"},
+                        Case{R"({"cpu": []})", "policy.cpu must be a JSON object"},
+                        Case{"{not json", "not valid JSON"}}) {
+    auto p = ParseMemoryPolicy(c.json);
+    ASSERT_FALSE(p.ok()) << c.json;
+    EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(p.status().message().find(c.mentions), std::string::npos) << p.status().message();
+  }
+}
+
+TEST(MemoryPolicyTest, MissingFileIsNotFound) {
+  auto p = LoadMemoryPolicy("no/such/policy.json");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace ebb

@@ -1,0 +1,252 @@
+// The run boundary on real ONNX Runtime, measured with ORT's own allocator
+// statistics and the process RSS.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "ebb/runtime.h"
+#include "test_util.h"
+
+namespace ebb {
+namespace {
+
+using testing::ImageInput;
+using testing::kMiB;
+using testing::ModelPath;
+
+// 1024x1024 through the generated convnet: each 16-channel activation is
+// 64 MiB, so a run needs a few hundred MiB of arena.
+constexpr int64_t kSide = 1024;
+
+class RunBoundaryTest : public ::testing::Test {
+ protected:
+  void Start(MemoryPolicy policy = {}) {
+    auto rt = Runtime::Create(policy);
+    ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+    runtime_ = std::move(rt).value();
+    auto s = runtime_->Load(ModelPath("convnet"), {.device = DeviceRequest::Cpu()});
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    session_ = *s;
+  }
+
+  ArenaStats Shared() const {
+    MemoryReading r = runtime_->ReadMemory();
+    const ArenaStats* a = r.Find("cpu:shared");
+    EXPECT_NE(a, nullptr);
+    return a ? *a : ArenaStats{};
+  }
+
+  Result<std::vector<NamedTensor>> RunOnce(bool ends_operation, std::vector<RunRecord>* records = nullptr,
+                                           int64_t side = kSide, uint32_t seed = 1) {
+    RunObserver observer = [records](const RunRecord& r) {
+      if (records) records->push_back(r);
+    };
+    RunFlags flags;
+    flags.ends_operation = ends_operation;
+    flags.observer = &observer;
+    return session_->Run(ImageInput(side, side, seed), flags);
+  }
+
+  std::unique_ptr<Runtime> runtime_;
+  std::shared_ptr<Session> session_;
+};
+
+TEST_F(RunBoundaryTest, SingleRunThatEndsTheOperationReleases) {
+  Start();
+  const int64_t reserved_after_load = Shared().reserved;
+  const int64_t rss_after_load = ReadRssBytes();
+
+  // A run that does not end the operation keeps its memory: that is the peak.
+  ASSERT_TRUE(RunOnce(false).ok());
+  const ArenaStats held = Shared();
+  const int64_t rss_held = ReadRssBytes();
+  EXPECT_GT(held.reserved, reserved_after_load + 100 * kMiB);
+
+  // The same single run as a whole operation gives it all back.
+  std::vector<RunRecord> records;
+  ASSERT_TRUE(RunOnce(true, &records).ok());
+  const ArenaStats released = Shared();
+  const int64_t rss_released = ReadRssBytes();
+  EXPECT_LE(released.reserved, reserved_after_load + kMiB);
+  EXPECT_GT(released.shrinks, held.shrinks);
+  EXPECT_LT(rss_released, rss_held - 100 * kMiB) << "RSS must fall, not only the arena counter";
+  EXPECT_LT(rss_released, rss_after_load + 64 * kMiB);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].release_spec, "cpu:0");
+  EXPECT_TRUE(records[0].outputs_preallocated) << "outputs must not pin arena regions";
+}
+
+TEST_F(RunBoundaryTest, FirstRunOfANewShapeStillReleasesEverything) {
+  // No output shape is known yet, so ORT allocates the outputs; the region
+  // they pinned is trimmed once they are copied out.
+  Start();
+  const int64_t reserved_after_load = Shared().reserved;
+  std::vector<RunRecord> records;
+  ASSERT_TRUE(RunOnce(true, &records).ok());
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_FALSE(records[0].outputs_preallocated);
+  EXPECT_TRUE(records[0].trimmed);
+  EXPECT_LE(Shared().reserved, reserved_after_load + kMiB);
+}
+
+TEST_F(RunBoundaryTest, MultiRunOperationReleasesOnlyOnItsLastRun) {
+  Start();
+  ASSERT_TRUE(RunOnce(true).ok());  // learn the output shapes; start from the floor
+  const ArenaStats start = Shared();
+  std::vector<RunRecord> records;
+  std::vector<ArenaStats> after;
+  const int kRuns = 4;
+  for (int i = 0; i < kRuns; ++i) {
+    ASSERT_TRUE(RunOnce(i == kRuns - 1, &records, kSide, i + 2).ok());
+    after.push_back(Shared());
+  }
+  ASSERT_EQ(records.size(), static_cast<size_t>(kRuns));
+  for (int i = 0; i < kRuns - 1; ++i) {
+    EXPECT_TRUE(records[i].release_spec.empty()) << "run " << i;
+    EXPECT_EQ(after[i].shrinks, start.shrinks) << "no shrink before the last run (run " << i << ")";
+    EXPECT_GT(after[i].reserved, start.reserved + 100 * kMiB) << "memory stays between runs (run " << i << ")";
+  }
+  EXPECT_EQ(after[1].reserved, after[0].reserved) << "held memory is reused, not regrown";
+  EXPECT_EQ(records.back().release_spec, "cpu:0");
+  EXPECT_GT(after.back().shrinks, start.shrinks);
+  EXPECT_LE(after.back().reserved, start.reserved + kMiB);
+}
+
+TEST_F(RunBoundaryTest, SessionWithoutShrinkableArenaRunsPlainly) {
+  MemoryPolicy policy;
+  policy.cpu.arena = CpuArenaMode::kNone;
+  Start(policy);
+  EXPECT_TRUE(session_->release_targets().empty());
+  std::vector<RunRecord> records;
+  auto out = RunOnce(true, &records, 256);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_TRUE(records[0].release_wanted);
+  EXPECT_EQ(records[0].release_spec, "") << "no shrink configuration may be submitted";
+  EXPECT_FALSE(records[0].trimmed);
+  EXPECT_EQ(session_->release_count(), 0u);
+}
+
+TEST_F(RunBoundaryTest, PerSessionArenaReleasesItsOwnArenaOnly) {
+  MemoryPolicy policy;
+  policy.cpu.arena = CpuArenaMode::kPerSession;
+  Start(policy);
+  ASSERT_EQ(session_->release_targets(), std::vector<std::string>{"cpu:0"});
+  std::vector<RunRecord> records;
+  ASSERT_TRUE(RunOnce(false, &records, 512).ok());
+  ASSERT_TRUE(RunOnce(true, &records, 512).ok());
+  EXPECT_EQ(records[1].release_spec, "cpu:0");
+  std::vector<ArenaStats> own = session_->ReadOwnArenas();
+  ASSERT_EQ(own.size(), 1u);
+  EXPECT_GT(own[0].shrinks, 0);
+}
+
+TEST_F(RunBoundaryTest, OutputsAreBitwiseIdenticalWithAndWithoutRelease) {
+  Start();
+  auto held = RunOnce(false, nullptr, 512, 7);
+  auto released = RunOnce(true, nullptr, 512, 7);
+  auto after_release = RunOnce(true, nullptr, 512, 7);
+  ASSERT_TRUE(held.ok() && released.ok() && after_release.ok());
+  EXPECT_TRUE((*held)[0].tensor.BitwiseEquals((*released)[0].tensor));
+  EXPECT_TRUE((*held)[0].tensor.BitwiseEquals((*after_release)[0].tensor));
+
+  runtime_.reset();
+  session_.reset();
+  MemoryPolicy never;
+  never.release = ReleaseMode::kNever;
+  Start(never);
+  auto plain = RunOnce(true, nullptr, 512, 7);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE((*held)[0].tensor.BitwiseEquals((*plain)[0].tensor));
+}
+
+TEST_F(RunBoundaryTest, CachedSessionSurvivesRelease) {
+  Start();
+  ASSERT_TRUE(RunOnce(true).ok());
+  EXPECT_EQ(runtime_->load_count(), 1u);
+  auto again = runtime_->Load(ModelPath("convnet"), {.device = DeviceRequest::Cpu()});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->get(), session_.get());
+  EXPECT_EQ(runtime_->load_count(), 1u);
+  ASSERT_TRUE((*again)->Run(ImageInput(64, 64)).ok());
+}
+
+TEST_F(RunBoundaryTest, TrimGivesIdleMemoryBackAtAnyMoment) {
+  Start();
+  const int64_t floor = Shared().reserved;
+  ASSERT_TRUE(RunOnce(false).ok());  // e.g. an operation cancelled after this run
+  ASSERT_GT(Shared().reserved, floor + 100 * kMiB);
+  ASSERT_TRUE(runtime_->Trim().ok());
+  EXPECT_LE(Shared().reserved, floor + kMiB);
+}
+
+TEST_F(RunBoundaryTest, ConcurrentRunsWithMixedFlagsAreAllCorrect) {
+  Start();
+  constexpr int kThreads = 4, kRunsEach = 6;
+  std::vector<std::vector<NamedTensor>> expected;
+  for (int t = 0; t < kThreads; ++t) {
+    auto out = RunOnce(true, nullptr, 128, 100 + t);
+    ASSERT_TRUE(out.ok());
+    expected.push_back(std::move(out).value());
+  }
+  std::atomic<int> failures{0}, mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kRunsEach; ++i) {
+        RunFlags flags;
+        flags.ends_operation = (i + t) % 2 == 0;
+        auto out = session_->Run(ImageInput(128, 128, 100 + t), flags);
+        if (!out.ok()) {
+          ++failures;
+        } else if (!(*out)[0].tensor.BitwiseEquals(expected[t][0].tensor)) {
+          ++mismatches;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_EQ(session_->in_flight(), 0);
+}
+
+TEST_F(RunBoundaryTest, EndingRunDefersToARunInFlightAndTheLastOneReleases) {
+  Start();
+  ASSERT_TRUE(RunOnce(true, nullptr, 2048).ok());  // learn shapes
+  ASSERT_TRUE(RunOnce(true, nullptr, 64).ok());
+  const int64_t floor = Shared().reserved;
+  std::vector<RunRecord> long_records;
+  std::thread long_run([&] { ASSERT_TRUE(RunOnce(false, &long_records, 2048).ok()); });
+  while (session_->in_flight() == 0) std::this_thread::yield();
+  std::vector<RunRecord> short_records;
+  ASSERT_TRUE(RunOnce(true, &short_records, 64).ok());
+  long_run.join();
+  ASSERT_EQ(short_records.size(), 1u);
+  EXPECT_TRUE(short_records[0].release_deferred);
+  EXPECT_EQ(short_records[0].release_spec, "") << "no shrink under a run in flight";
+  ASSERT_EQ(long_records.size(), 1u);
+  EXPECT_TRUE(long_records[0].trimmed || short_records[0].trimmed) << "the last one out releases";
+  EXPECT_LE(Shared().reserved, floor + kMiB);
+}
+
+TEST_F(RunBoundaryTest, RealOcrDetectorReleasesToo) {
+  Start();
+  auto s = runtime_->Load(ModelPath("ppocr_det"), {.device = DeviceRequest::Cpu()});
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const int64_t floor = Shared().reserved;
+  RunFlags hold;
+  hold.ends_operation = false;
+  auto held = (*s)->Run(ImageInput(640, 640), hold);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  EXPECT_EQ((*held)[0].tensor.shape(), (Shape{1, 1, 640, 640}));
+  EXPECT_GT(Shared().reserved, floor + 50 * kMiB);
+  auto released = (*s)->Run(ImageInput(640, 640));
+  ASSERT_TRUE(released.ok());
+  EXPECT_TRUE((*held)[0].tensor.BitwiseEquals((*released)[0].tensor));
+  EXPECT_LE(Shared().reserved, floor + kMiB);
+}
+
+}  // namespace
+}  // namespace ebb

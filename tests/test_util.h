@@ -1,0 +1,39 @@
+// Shared helpers for ebb's tests: model paths and deterministic inputs.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ebb/tensor.h"
+
+namespace ebb::testing {
+
+inline std::string ModelPath(const std::string& name) { return std::string(EBB_MODELS_DIR) + "/" + name + "/model.onnx"; }
+
+// A float tensor of `shape` with values uniform in [0, 1), fixed by `seed`.
+inline Tensor RandomTensor(Shape shape, uint32_t seed = 1) {
+  Tensor t(DataType::kFloat32, std::move(shape));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(0.f, 1.f);
+  for (float& v : t.values<float>()) v = dist(rng);
+  return t;
+}
+
+inline std::vector<NamedTensor> ImageInput(int64_t h, int64_t w, uint32_t seed = 1, const std::string& name = "x") {
+  std::vector<NamedTensor> in;
+  in.push_back({name, RandomTensor({1, 3, h, w}, seed)});
+  return in;
+}
+
+// A one-input list (initializer lists cannot hold move-only tensors).
+inline std::vector<NamedTensor> One(const std::string& name, Tensor t) {
+  std::vector<NamedTensor> in;
+  in.push_back({name, std::move(t)});
+  return in;
+}
+
+constexpr int64_t kMiB = 1 << 20;
+
+}  // namespace ebb::testing

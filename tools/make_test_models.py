@@ -1,0 +1,146 @@
+#!/usr/bin/python3
+"""Generate the small synthetic ONNX models used by ebb's tests and benchmarks.
+
+Run with Debian's interpreter (python3-onnx 1.12, python3-numpy):
+
+    /usr/bin/python3 tools/make_test_models.py --out models
+
+Writes (deterministically, fixed seed):
+  OUT/convnet/model.onnx  x f32[N,3,H,W] -> 4x Conv3x3 (+Relu) -> y f32[N,3,H,W]
+  OUT/tiny/model.onnx     x f32[1,64] -> MatMul(64x64) -> Add -> Relu -> y f32[1,64]
+  OUT/mixed/model.onnx    a f32, b i64, c u8, flag bool (all [N,4]) ->
+                          sum f32, b2 i64, nflag bool, d f64 (all [N,4])
+
+opset 17, ir_version 8 (accepted by ONNX Runtime 1.29).
+"""
+
+import argparse
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+IR_VERSION = 8
+SEED = 20240601
+
+
+def finish(graph, name):
+    model = helper.make_model(
+        graph,
+        producer_name="ebb-make_test_models",
+        producer_version="1",
+        opset_imports=[helper.make_opsetid("", OPSET)],
+    )
+    model.ir_version = IR_VERSION
+    model.doc_string = name
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def make_convnet(rng):
+    chans = [3, 16, 16, 16, 3]
+    nodes, inits = [], []
+    prev = "x"
+    for i in range(len(chans) - 1):
+        cin, cout = chans[i], chans[i + 1]
+        w = (rng.standard_normal((cout, cin, 3, 3)) * 0.1).astype(np.float32)
+        b = (rng.standard_normal((cout,)) * 0.01).astype(np.float32)
+        wn, bn = "conv%d.w" % i, "conv%d.b" % i
+        inits += [numpy_helper.from_array(w, wn), numpy_helper.from_array(b, bn)]
+        last = i == len(chans) - 2
+        out = "y" if last else "conv%d" % i
+        nodes.append(
+            helper.make_node(
+                "Conv", [prev, wn, bn], [out], name="conv%d" % i,
+                kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1],
+            )
+        )
+        if not last:
+            nodes.append(helper.make_node("Relu", [out], ["relu%d" % i], name="relu%d" % i))
+            prev = "relu%d" % i
+    graph = helper.make_graph(
+        nodes, "convnet",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, "H", "W"])],
+        initializer=inits,
+    )
+    return finish(graph, "fully convolutional 3->16->16->16->3, 3x3 convs, same padding")
+
+
+def make_tiny(rng):
+    w = (rng.standard_normal((64, 64)) * 0.1).astype(np.float32)
+    b = (rng.standard_normal((64,)) * 0.01).astype(np.float32)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["mm"], name="matmul"),
+        helper.make_node("Add", ["mm", "b"], ["add"], name="add"),
+        helper.make_node("Relu", ["add"], ["y"], name="relu"),
+    ]
+    graph = helper.make_graph(
+        nodes, "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])],
+        initializer=[numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")],
+    )
+    return finish(graph, "y = relu(x @ w + b), fixed shape [1,64]")
+
+
+def make_mixed():
+    two = numpy_helper.from_array(np.array(2, dtype=np.int64), "two")
+    nodes = [
+        helper.make_node("Cast", ["b"], ["b_f"], name="cast_b", to=TensorProto.FLOAT),
+        helper.make_node("Cast", ["c"], ["c_f"], name="cast_c", to=TensorProto.FLOAT),
+        helper.make_node("Add", ["a", "b_f"], ["ab"], name="add_ab"),
+        helper.make_node("Add", ["ab", "c_f"], ["sum"], name="add_abc"),
+        helper.make_node("Mul", ["b", "two"], ["b2"], name="mul_b"),
+        helper.make_node("Not", ["flag"], ["nflag"], name="not_flag"),
+        helper.make_node("Cast", ["a"], ["d"], name="cast_a", to=TensorProto.DOUBLE),
+    ]
+    shape = ["N", 4]
+    graph = helper.make_graph(
+        nodes, "mixed",
+        [
+            helper.make_tensor_value_info("a", TensorProto.FLOAT, shape),
+            helper.make_tensor_value_info("b", TensorProto.INT64, shape),
+            helper.make_tensor_value_info("c", TensorProto.UINT8, shape),
+            helper.make_tensor_value_info("flag", TensorProto.BOOL, shape),
+        ],
+        [
+            helper.make_tensor_value_info("sum", TensorProto.FLOAT, shape),
+            helper.make_tensor_value_info("b2", TensorProto.INT64, shape),
+            helper.make_tensor_value_info("nflag", TensorProto.BOOL, shape),
+            helper.make_tensor_value_info("d", TensorProto.DOUBLE, shape),
+        ],
+        initializer=[two],
+    )
+    return finish(graph, "sum=a+float(b)+float(c); b2=b*2; nflag=!flag; d=double(a)")
+
+
+def write(model, out_dir, name):
+    d = os.path.join(out_dir, name)
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "model.onnx")
+    tmp = path + ".tmp"
+    data = model.SerializeToString()
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+    onnx.checker.check_model(path)
+    print("make_test_models: wrote %s (%d bytes)" % (path, len(data)))
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="output directory (e.g. models)")
+    args = ap.parse_args(argv)
+    rng = np.random.default_rng(SEED)
+    write(make_convnet(rng), args.out, "convnet")
+    write(make_tiny(rng), args.out, "tiny")
+    write(make_mixed(), args.out, "mixed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
