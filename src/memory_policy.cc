@@ -134,6 +134,7 @@ Result<MemoryPolicy> ParseMemoryPolicy(std::string_view json_text) {
                                   {"weights_outside_arena", Bool(&p.weights_outside_arena)},
                                   {"release", Enum(kRelease, &p.release)},
                                   {"trim_heap_after_release", Bool(&p.trim_heap_after_release)},
+                                  {"memory_pattern", Bool(&p.memory_pattern)},
                                   {"strict_device", Bool(&p.strict_device)},
                                   {"intra_op_threads", Int(&p.intra_op_threads)}}));
   return p;
@@ -159,6 +160,7 @@ std::string MemoryPolicyToJson(const MemoryPolicy& p) {
       {"weights_outside_arena", p.weights_outside_arena},
       {"release", kRelease.Name(p.release)},
       {"trim_heap_after_release", p.trim_heap_after_release},
+      {"memory_pattern", p.memory_pattern},
       {"strict_device", p.strict_device},
       {"intra_op_threads", p.intra_op_threads},
   };

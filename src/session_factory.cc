@@ -9,6 +9,7 @@ Ort::SessionOptions BaseOptions(const MemoryPolicy& policy) {
   Ort::SessionOptions options;
   if (policy.intra_op_threads > 0) options.SetIntraOpNumThreads(policy.intra_op_threads);
   options.SetGraphOptimizationLevel(GraphOptimizationLevel::ORT_ENABLE_ALL);
+  if (!policy.memory_pattern) options.DisableMemPattern();
   switch (policy.cpu.arena) {
     case CpuArenaMode::kShared:
       options.AddConfigEntry(kOrtSessionOptionsConfigUseEnvAllocators, "1");
@@ -162,7 +163,12 @@ Result<std::unique_ptr<SessionState>> BuildSession(const std::shared_ptr<Runtime
         return Unavailable(where + ": " + asked + " was requested in strict mode but CUDA cannot be used: " + reason);
       }
       s->device.fallback_reason = "CUDA unavailable (" + reason + ")";
-      LogWarning(where + ": " + asked + " requested, falling back to CPU: " + reason);
+      const std::string line = where + ": " + asked + " requested, falling back to CPU: " + reason;
+      if (spec.device.kind == DeviceRequest::Kind::kAuto) {
+        LogInfo(line);  // expected on a machine without a GPU
+      } else {
+        LogWarning(line);
+      }
     }
   }
   if (!s->session) {

@@ -81,3 +81,14 @@ std::optional<DataType> FromOnnxType(ONNXTensorElementDataType type);
 ONNXTensorElementDataType ToOnnxType(DataType type);
 
 }  // namespace ebb::detail
+
+namespace ebb::detail {
+
+// For `ebb bench overhead` only: a bare ORT Run on the session's own
+// Ort::Session with ORT-allocated outputs and no shrink configuration — the
+// baseline the run boundary is measured against. The inputs are wrapped once,
+// here; the returned call only runs (false on failure; nullptr for bad inputs).
+// REQUIRES: `session` and `inputs` outlive the returned function.
+std::function<bool()> MakeBareOrtRun(Session& session, const std::vector<NamedTensor>& inputs);
+
+}  // namespace ebb::detail

@@ -1,0 +1,22 @@
+// The `ebb bench ...` commands. Each prints one JSON document on stdout and
+// returns the process exit code.
+#pragma once
+
+#include <string>
+
+#include "common.h"
+
+namespace ebb::cli {
+
+struct BenchOptions {
+  CommonOptions common;
+  std::string model = "convnet";  // a folder under --models
+  int64_t size = 0;               // input side in pixels; 0 = the benchmark's default
+  int iterations = 0;             // 0 = the benchmark's default (quick)
+  bool json = true;               // --json (JSON is the only output)
+};
+
+int BenchOverhead(const BenchOptions& options);
+int BenchFloor(const BenchOptions& options);
+
+}  // namespace ebb::cli

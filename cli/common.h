@@ -1,0 +1,67 @@
+// Shared pieces of the `ebb` command line: runtime set-up from flags, model
+// paths, inputs, statistics, JSON output.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <thread>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "ebb/runtime.h"
+
+namespace ebb::cli {
+
+// Flags every command that runs models shares.
+struct CommonOptions {
+  std::string policy_file;        // --policy
+  std::string models_dir = "models";  // --models
+  std::string device = "auto";    // --device
+};
+
+// Creates the runtime from --policy (or the defaults), with `adjust` applied.
+// Prints the error and returns nullptr on failure.
+std::unique_ptr<Runtime> MakeRuntime(const CommonOptions& options, void (*adjust)(MemoryPolicy&) = nullptr);
+std::unique_ptr<Runtime> MakeRuntime(const MemoryPolicy& policy);
+Result<MemoryPolicy> PolicyFrom(const CommonOptions& options);
+
+// "<models>/<name>/model.onnx"
+std::string ModelPath(const CommonOptions& options, const std::string& name);
+
+// Loads a model or prints why not (nullptr).
+std::shared_ptr<Session> LoadOrReport(Runtime& runtime, const std::string& path, const std::string& device);
+
+// A [1,3,h,w] float input of deterministic noise named `name`.
+std::vector<NamedTensor> NoiseImage(const std::string& name, int64_t h, int64_t w, uint32_t seed = 1);
+
+double Median(std::vector<double> values);
+double Percentile(std::vector<double> values, double p);
+double NowMs();
+
+// The shared CPU arena's reserved bytes (0 when there is none).
+int64_t SharedReserved(Runtime& runtime);
+
+// Prints a JSON document on stdout.
+void PrintJson(const nlohmann::json& j);
+int Fail(const Status& status);
+
+}  // namespace ebb::cli
+
+namespace ebb::cli {
+
+// Samples the process RSS on a background thread and keeps the maximum, so a
+// peak inside a run is seen and not only the moments between runs.
+class RssPeakSampler {
+ public:
+  explicit RssPeakSampler(int interval_ms = 2);
+  ~RssPeakSampler();
+  int64_t peak() const { return peak_.load(); }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> peak_{0};
+  std::thread thread_;
+};
+
+}  // namespace ebb::cli

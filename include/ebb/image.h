@@ -1,0 +1,74 @@
+// ebb/image.h — reading and writing image files, and moving images in and out of tensors.
+//
+// ReadImage decodes PNG (libpng's simplified API) and JPEG (libjpeg-turbo)
+// files, recognised by their magic bytes, never by the file name. A corrupt,
+// truncated or unsupported file is an error with the file named in it; it never
+// crashes or exits the process. WritePng writes 8-bit PNGs. The tensor
+// functions convert between 8-bit HWC images and float32 NCHW tensors with
+// values in [0,1], the layout image models take.
+//
+// Thread safety: every function is reentrant (each call owns its decoder
+// state); distinct calls may run on different threads at once.
+// Ownership: Image is a plain value that owns its pixels; results belong to the
+// caller.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ebb/status.h"
+#include "ebb/tensor.h"
+
+namespace ebb {
+
+// An 8-bit image, interleaved rows (HWC), 1 (gray), 3 (RGB) or 4 (RGBA)
+// channels. Valid when width, height > 0, channels is 1, 3 or 4 and
+// pixels.size() == width * height * channels.
+struct Image {
+  int width = 0, height = 0, channels = 0;
+  std::vector<uint8_t> pixels;
+};
+
+// Reads a PNG or JPEG file (detected by its magic bytes, not the extension).
+// PNG: gray stays gray, RGB stays RGB; palette becomes RGB (RGBA when it has
+// transparency), gray+alpha becomes RGBA; 16-bit samples are reduced to 8 bit
+// (treated as sRGB, as 8-bit samples are). JPEG: gray stays gray, anything
+// else becomes RGB; CMYK JPEGs are not supported. A file whose data ends early
+// or is corrupt enough to lose pixels is an error, never a gray-filled image;
+// one that lacks only its end marker (PNG IEND, JPEG EOI) lost none and is read.
+// Errors: kNotFound for a missing file; kInvalidArgument, naming the file, for
+// one that cannot be read, is corrupt, truncated or unsupported, or holds more
+// than 1 GiB of pixels; kResourceExhausted when the pixels cannot be allocated.
+Result<Image> ReadImage(const std::string& path);
+
+// Writes `image` as an 8-bit PNG (gray, RGB or RGBA), replacing the file.
+// Errors: kInvalidArgument for an invalid image; kInternal, naming the file,
+// when it cannot be written.
+Status WritePng(const std::string& path, const Image& image);
+
+// A [1,C,H,W] float32 tensor with values v / 255 from an image. `channels`
+// selects the tensor's C: 3 gives RGB (gray is replicated, alpha dropped);
+// 1 gives luma, 0.299 R + 0.587 G + 0.114 B (ITU-R BT.601), or gray as is;
+// 4 gives RGBA (alpha 1 where the image has none).
+// Errors: kInvalidArgument for an invalid image or channel count.
+Result<Tensor> ImageToTensor(const Image& image, int channels);
+
+// Several images of the same width and height into one [N,C,H,W] tensor, item
+// n from images[n], converted as ImageToTensor does. The images may differ in
+// their channel counts. Errors: kInvalidArgument for an empty list, an invalid
+// image, or images whose sizes differ (the message names their indices and
+// sizes).
+Result<Tensor> ImagesToBatch(const std::vector<Image>& images, int channels);
+
+// An image from a [1,C,H,W] or [C,H,W] float32 tensor: values are clamped to
+// [0,1] (NaN counts as 0) and scaled to 0..255 with rounding. C must be 1, 3
+// or 4 and gives the image's channels. Errors: kInvalidArgument, with the
+// shape in the message, for any other type or shape.
+Result<Image> TensorToImage(const Tensor& tensor);
+
+// Image n of a [N,C,H,W] float32 batch, converted as TensorToImage does.
+// Errors: kInvalidArgument for a bad shape or type, or n outside [0,N).
+Result<Image> BatchItemToImage(const Tensor& batch, int64_t n);
+
+}  // namespace ebb

@@ -1,0 +1,96 @@
+// server/protocol.h — the KServe v2 / Open Inference Protocol codec for HTTP/REST inference.
+//
+// Turns the body of `POST v2/models/<name>[/versions/<v>]/infer` into an InferRequest, and
+// model outputs into the response body. Both the plain JSON form and the binary tensor data
+// extension are handled:
+//
+//   request body  = JSON header, then the raw bytes of every input whose JSON entry carries
+//                   parameters.binary_data_size, in the order those inputs are listed. The JSON
+//                   header's length comes from the HTTP header Inference-Header-Content-Length.
+//   response body = JSON header, then the raw bytes of every output returned as binary, in the
+//                   order of the JSON "outputs" array; header_length is set in that case and the
+//                   HTTP layer must send it as Inference-Header-Content-Length.
+//
+// Binary tensor data is little-endian, row-major, unpadded; BOOL is one byte, 0 or 1.
+// JSON "data" may be flat or nested (any nesting is flattened in row-major order; only the total
+// element count is checked against the shape). Element conversion:
+//   - BOOL: true/false only.
+//   - integer types: integer JSON numbers within the type's range; a JSON number with a fraction
+//     part of zero (2.0) is accepted too when |value| <= 2^53. 1.5, 300 for UINT8, "7" are refused.
+//   - FP64/FP32/FP16/BF16: any JSON number, rounded to nearest-even; a finite number that would
+//     round to infinity in the target type is refused. JSON null decodes to NaN.
+// Encoding writes floats in their shortest round-tripping form; NaN and ±Inf (which JSON cannot
+// express) are written as null, so NaN survives a JSON round trip and infinities come back as NaN.
+// FP16/BF16 outputs are written as JSON numbers (their exact value, via float).
+// BYTES tensors are not supported and are refused with a clear message.
+//
+// Every error is a kInvalidArgument Status whose message names the offending input; nothing here
+// throws, and no input, however malformed, makes the parser allocate more than the body justifies
+// (shape products are overflow-checked before any tensor is allocated).
+//
+// Thread safety: all functions are pure; call them from any thread.
+// Ownership: ParseInferRequest copies tensor data out of `body` into the returned tensors, so the
+// body may be freed afterwards. The encoders copy what they need into the returned strings.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ebb/status.h"
+#include "ebb/tensor.h"
+
+namespace ebb::server {
+
+// The HTTP header giving the length of the JSON part of a body that has binary data appended.
+inline constexpr std::string_view kInferenceHeaderContentLength = "Inference-Header-Content-Length";
+
+struct InferRequest {
+  std::string id;                        // echoed back in the response; empty when not given
+  std::vector<NamedTensor> inputs;       // in request order; names are unique
+  std::vector<std::string> outputs;      // requested output names, in request order; empty = all
+  std::set<std::string> binary_outputs;  // outputs with parameters.binary_data: true
+  std::set<std::string> json_outputs;    // outputs with parameters.binary_data: false (beats all_binary)
+  bool all_binary = false;               // top-level parameters.binary_data_output
+  std::optional<int64_t> keep_alive_ms;  // top-level parameters.keep_alive (milliseconds, may be negative)
+};
+
+struct ParseOptions {
+  // Largest element count accepted for one input (a policy limit; shapes whose byte size
+  // overflows int64 are always refused).
+  int64_t max_input_elements = std::numeric_limits<int64_t>::max();
+};
+
+// Parses the value of the Inference-Header-Content-Length HTTP header: decimal digits, optionally
+// surrounded by spaces or tabs.
+[[nodiscard]] Result<size_t> ParseHeaderContentLength(std::string_view value);
+
+// Parses an inference request. `body` is the whole HTTP body; `header_length` is the value of
+// Inference-Header-Content-Length if that header was sent (nullopt: the whole body is JSON).
+// Request fields ebb does not use ("model_name", unknown parameters, ...) are ignored.
+[[nodiscard]] Result<InferRequest> ParseInferRequest(std::string_view body, std::optional<size_t> header_length,
+                                                     const ParseOptions& options = {});
+
+// Whether output `name` goes back as binary data: listed in binary_outputs, or all_binary is set
+// and it is not listed in json_outputs.
+[[nodiscard]] bool WantsBinaryOutput(const InferRequest& request, const std::string& name);
+
+struct EncodedResponse {
+  std::string body;                    // JSON header, then any binary output data
+  std::optional<size_t> header_length;  // JSON header length; set iff any output is binary
+};
+
+// Encodes every tensor of `outputs`, in order (the caller has already applied request.outputs).
+// "model_version" is omitted when empty, "id" when request.id is empty.
+[[nodiscard]] EncodedResponse EncodeInferResponse(const std::string& model_name, const std::string& model_version,
+                                                  const InferRequest& request, const std::vector<NamedTensor>& outputs);
+
+// {"error":"<message>"}; invalid UTF-8 in `message` is replaced by U+FFFD.
+[[nodiscard]] std::string EncodeError(std::string_view message);
+
+}  // namespace ebb::server

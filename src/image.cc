@@ -1,0 +1,438 @@
+// Image files and image tensors. See ebb/image.h for the contract.
+//
+// PNG goes through libpng's simplified API (png_image_*), which catches its own
+// errors and reports them in png_image::message. JPEG goes through libjpeg's
+// decompress API with an error manager whose error_exit longjmps back instead
+// of exiting; see DecodeJpeg for the rules that keeps around setjmp.
+#include "ebb/image.h"
+
+#include <png.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <new>
+#include <utility>
+
+// jpeglib.h needs size_t and FILE declared before it.
+#include <jpeglib.h>
+#include <jerror.h>
+
+namespace ebb {
+namespace {
+
+// Decoded images larger than this are refused: no model input needs more, and
+// a few bytes of header must not be able to make us allocate without bound.
+constexpr int64_t kMaxPixelBytes = int64_t{1} << 30;
+constexpr size_t kMaxFileBytes = size_t{1} << 30;
+
+bool ValidChannels(int64_t channels) { return channels == 1 || channels == 3 || channels == 4; }
+
+std::string SizeString(int64_t width, int64_t height) { return std::to_string(width) + "x" + std::to_string(height); }
+
+// ---------------------------------------------------------------------------
+// Files
+
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+using File = std::unique_ptr<std::FILE, FileCloser>;
+
+Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path) {
+  File file(std::fopen(path.c_str(), "rb"));
+  if (!file) {
+    const int err = errno;
+    if (err == ENOENT || err == ENOTDIR) return NotFound("image file not found: " + path);
+    return InvalidArgument("cannot open image file " + path + ": " + std::strerror(err));
+  }
+  std::vector<uint8_t> bytes;
+  uint8_t chunk[64 * 1024];
+  size_t n;
+  while ((n = std::fread(chunk, 1, sizeof(chunk), file.get())) > 0) {
+    if (bytes.size() + n > kMaxFileBytes) return InvalidArgument("image file " + path + " is larger than 1 GiB");
+    bytes.insert(bytes.end(), chunk, chunk + n);
+  }
+  if (std::ferror(file.get())) {
+    return InvalidArgument("cannot read image file " + path + ": " + std::strerror(errno));
+  }
+  return bytes;
+}
+
+Status WriteFileBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+  File file(std::fopen(path.c_str(), "wb"));
+  if (!file) return Internal("cannot write PNG file " + path + ": " + std::strerror(errno));
+  const bool written = std::fwrite(bytes.data(), 1, bytes.size(), file.get()) == bytes.size();
+  const int write_errno = errno;
+  const bool closed = std::fclose(file.release()) == 0;
+  if (written && closed) return Status::Ok();
+  const int err = written ? errno : write_errno;
+  std::remove(path.c_str());
+  return Internal("cannot write PNG file " + path + ": " + std::strerror(err));
+}
+
+// Makes `image` width x height x channels with room for its pixels.
+Status AllocatePixels(const std::string& path, int64_t width, int64_t height, int channels, Image* image) {
+  const int64_t bytes = width * height * channels;
+  if (width <= 0 || height <= 0 || bytes > kMaxPixelBytes) {
+    return InvalidArgument("image file " + path + " has an unsupported size of " + SizeString(width, height) +
+                           " pixels (at most 1 GiB of pixels)");
+  }
+  try {
+    image->pixels.resize(static_cast<size_t>(bytes));
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("out of memory for the " + SizeString(width, height) + " pixels of image file " + path);
+  }
+  image->width = static_cast<int>(width);
+  image->height = static_cast<int>(height);
+  image->channels = channels;
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------
+// PNG
+
+constexpr uint8_t kPngMagic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+
+bool IsPng(const std::vector<uint8_t>& bytes) {
+  return bytes.size() >= sizeof(kPngMagic) && std::memcmp(bytes.data(), kPngMagic, sizeof(kPngMagic)) == 0;
+}
+
+Status PngError(const std::string& path, const png_image& png) {
+  return InvalidArgument("cannot decode PNG file " + path + ": " + png.message);
+}
+
+// The 8-bit output format for a PNG of `format`: gray stays gray, everything
+// with colour or alpha becomes RGB or RGBA (palette and gray+alpha included).
+png_uint_32 PngOutputFormat(png_uint_32 format) {
+  const bool alpha = (format & PNG_FORMAT_FLAG_ALPHA) != 0;
+  if (alpha) return PNG_FORMAT_RGBA;
+  return (format & PNG_FORMAT_FLAG_COLOR) != 0 ? PNG_FORMAT_RGB : PNG_FORMAT_GRAY;
+}
+
+Result<Image> DecodePng(const std::string& path, const std::vector<uint8_t>& bytes) {
+  png_image png;
+  std::memset(&png, 0, sizeof(png));
+  png.version = PNG_IMAGE_VERSION;
+  // On failure the simplified API has already freed its state.
+  if (!png_image_begin_read_from_memory(&png, bytes.data(), bytes.size())) return PngError(path, png);
+  png.format = PngOutputFormat(png.format);
+  // 16-bit samples are sRGB-encoded like 8-bit ones, not linear: reduce them by
+  // scaling rather than by gamma encoding.
+  png.flags |= PNG_IMAGE_FLAG_16BIT_sRGB;
+  Image image;
+  Status status = AllocatePixels(path, png.width, png.height, PNG_IMAGE_SAMPLE_CHANNELS(png.format), &image);
+  if (!status.ok()) {
+    png_image_free(&png);
+    return status;
+  }
+  if (!png_image_finish_read(&png, nullptr, image.pixels.data(), 0, nullptr)) return PngError(path, png);
+  return image;
+}
+
+// ---------------------------------------------------------------------------
+// JPEG
+
+bool IsJpeg(const std::vector<uint8_t>& bytes) {
+  return bytes.size() >= 3 && bytes[0] == 0xff && bytes[1] == 0xd8 && bytes[2] == 0xff;
+}
+
+// libjpeg error manager that longjmps to `jump` on an error, and on a warning
+// that means pixels were lost, instead of exiting or printing.
+struct JpegErrors {
+  jpeg_error_mgr pub;  // first, so a j_common_ptr's err can be cast to this
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+JpegErrors* ErrorsOf(j_common_ptr cinfo) { return reinterpret_cast<JpegErrors*>(cinfo->err); }
+
+[[noreturn]] void JpegErrorExit(j_common_ptr cinfo) {
+  JpegErrors* errors = ErrorsOf(cinfo);
+  errors->pub.format_message(cinfo, errors->message);
+  std::longjmp(errors->jump, 1);
+}
+
+// Warnings libjpeg emits when it fills in pixels it could not decode:
+// truncated or corrupt entropy-coded data.
+bool LosesPixels(int code) {
+  return code == JWRN_JPEG_EOF || code == JWRN_HIT_MARKER || code == JWRN_HUFF_BAD_CODE ||
+         code == JWRN_ARITH_BAD_CODE || code == JWRN_MUST_RESYNC;
+}
+
+// True once every output row has been decoded: a file that then ends early
+// (say, without its EOI marker) lost nothing.
+bool AllRowsDecoded(j_common_ptr cinfo) {
+  if (!cinfo->is_decompressor) return false;
+  const auto* dinfo = reinterpret_cast<j_decompress_ptr>(cinfo);
+  return dinfo->output_height > 0 && dinfo->output_scanline >= dinfo->output_height;
+}
+
+void JpegEmitMessage(j_common_ptr cinfo, int msg_level) {
+  if (msg_level < 0 && LosesPixels(cinfo->err->msg_code) && !AllRowsDecoded(cinfo)) JpegErrorExit(cinfo);
+  // Other warnings (extraneous bytes, odd JFIF versions) and trace messages are
+  // harmless and stay quiet.
+}
+
+void JpegOutputMessage(j_common_ptr) {}
+
+// The two phases below run libjpeg under setjmp. Rules that keep the longjmp
+// defined: they create no C++ objects with destructors and modify no locals
+// after setjmp; every C++ object lives in DecodeJpeg, outside their frames; and
+// each phase arms `jump` itself, so no longjmp targets a frame that returned.
+// They return false with errors->message set on failure.
+
+bool JpegReadHeader(jpeg_decompress_struct* cinfo, JpegErrors* errors, const std::vector<uint8_t>& bytes) {
+  if (setjmp(errors->jump)) return false;
+  jpeg_create_decompress(cinfo);
+  jpeg_mem_src(cinfo, bytes.data(), static_cast<unsigned long>(bytes.size()));
+  jpeg_read_header(cinfo, TRUE);
+  return true;
+}
+
+bool JpegReadPixels(jpeg_decompress_struct* cinfo, JpegErrors* errors, Image* image) {
+  if (setjmp(errors->jump)) return false;
+  jpeg_start_decompress(cinfo);
+  if (static_cast<int>(cinfo->output_width) != image->width ||
+      static_cast<int>(cinfo->output_height) != image->height || cinfo->output_components != image->channels) {
+    std::snprintf(errors->message, sizeof(errors->message), "unexpected output geometry");
+    return false;
+  }
+  const size_t stride = static_cast<size_t>(image->width) * image->channels;
+  while (cinfo->output_scanline < cinfo->output_height) {
+    JSAMPROW row = image->pixels.data() + cinfo->output_scanline * stride;
+    jpeg_read_scanlines(cinfo, &row, 1);
+  }
+  jpeg_finish_decompress(cinfo);
+  return true;
+}
+
+Result<Image> DecodeJpeg(const std::string& path, const std::vector<uint8_t>& bytes) {
+  jpeg_decompress_struct cinfo;
+  std::memset(&cinfo, 0, sizeof(cinfo));  // so jpeg_destroy is safe whatever failed
+  JpegErrors errors;
+  std::memset(&errors, 0, sizeof(errors));
+  cinfo.err = jpeg_std_error(&errors.pub);
+  errors.pub.error_exit = JpegErrorExit;
+  errors.pub.emit_message = JpegEmitMessage;
+  errors.pub.output_message = JpegOutputMessage;
+  struct Destroyer {
+    jpeg_decompress_struct* cinfo;
+    ~Destroyer() { jpeg_destroy_decompress(cinfo); }
+  } destroyer{&cinfo};
+
+  const std::string context = "cannot decode JPEG file " + path + ": ";
+  if (!JpegReadHeader(&cinfo, &errors, bytes)) return InvalidArgument(context + errors.message);
+  int channels = 3;
+  switch (cinfo.jpeg_color_space) {
+    case JCS_GRAYSCALE:
+      cinfo.out_color_space = JCS_GRAYSCALE;
+      channels = 1;
+      break;
+    case JCS_CMYK:
+    case JCS_YCCK:
+      return InvalidArgument(context + "CMYK JPEGs are not supported");
+    default:
+      cinfo.out_color_space = JCS_RGB;
+      break;
+  }
+  Image image;
+  EBB_RETURN_IF_ERROR(AllocatePixels(path, cinfo.image_width, cinfo.image_height, channels, &image));
+  if (!JpegReadPixels(&cinfo, &errors, &image)) return InvalidArgument(context + errors.message);
+  return image;
+}
+
+// ---------------------------------------------------------------------------
+// Tensors
+
+Status ValidateImage(const Image& image) {
+  if (image.width <= 0 || image.height <= 0) {
+    return InvalidArgument("image is " + SizeString(image.width, image.height) + "; width and height must be positive");
+  }
+  if (!ValidChannels(image.channels)) {
+    return InvalidArgument("image has " + std::to_string(image.channels) + " channels; it must have 1, 3 or 4");
+  }
+  const int64_t expected = int64_t{image.width} * image.height * image.channels;
+  if (static_cast<int64_t>(image.pixels.size()) != expected) {
+    return InvalidArgument("image of " + SizeString(image.width, image.height) + "x" + std::to_string(image.channels) +
+                           " needs " + std::to_string(expected) + " bytes of pixels but has " +
+                           std::to_string(image.pixels.size()));
+  }
+  return Status::Ok();
+}
+
+Status ValidateTensorChannels(int channels) {
+  if (ValidChannels(channels)) return Status::Ok();
+  return InvalidArgument("an image tensor has 1, 3 or 4 channels, not " + std::to_string(channels));
+}
+
+float Unit(uint8_t v) { return static_cast<float>(v) / 255.0f; }
+
+float Luma(const uint8_t* rgb) {
+  return std::min(1.0f, (0.299f * rgb[0] + 0.587f * rgb[1] + 0.114f * rgb[2]) / 255.0f);
+}
+
+// One pixel of `src` channels as `dst` floats (see ImageToTensor).
+void PixelToFloats(const uint8_t* px, int src, int dst, float* out) {
+  if (dst == 1) {
+    out[0] = src == 1 ? Unit(px[0]) : Luma(px);
+    return;
+  }
+  for (int c = 0; c < 3; ++c) out[c] = Unit(px[src == 1 ? 0 : c]);
+  if (dst == 4) out[3] = src == 4 ? Unit(px[3]) : 1.0f;
+}
+
+// Writes a valid image as `channels` planes of height * width floats at `out`.
+void ImageToPlanes(const Image& image, int channels, float* out) {
+  const size_t plane = static_cast<size_t>(image.width) * image.height;
+  const uint8_t* px = image.pixels.data();
+  float values[4];
+  for (size_t i = 0; i < plane; ++i, px += image.channels) {
+    PixelToFloats(px, image.channels, channels, values);
+    for (int c = 0; c < channels; ++c) out[c * plane + i] = values[c];
+  }
+}
+
+uint8_t Quantize(float v) {
+  if (!(v > 0.0f)) return 0;  // NaN too
+  if (v >= 1.0f) return 255;
+  return static_cast<uint8_t>(v * 255.0f + 0.5f);
+}
+
+// The image in `channels` planes of height * width floats at `planes`.
+Image PlanesToImage(const float* planes, int channels, int height, int width) {
+  Image image;
+  image.width = width;
+  image.height = height;
+  image.channels = channels;
+  const size_t plane = static_cast<size_t>(width) * height;
+  image.pixels.resize(plane * channels);
+  uint8_t* px = image.pixels.data();
+  for (size_t i = 0; i < plane; ++i) {
+    for (int c = 0; c < channels; ++c) *px++ = Quantize(planes[c * plane + i]);
+  }
+  return image;
+}
+
+// Checks that `tensor` is float32 and its last three dims are C, H, W of an
+// image; `what` describes the shapes accepted.
+Status ValidateImageTensor(const Tensor& tensor, const char* what) {
+  const Shape& shape = tensor.shape();
+  const std::string name = std::string(DataTypeName(tensor.type())) + ShapeToString(shape);
+  if (tensor.type() != DataType::kFloat32) return InvalidArgument("image tensor must be FP32, not " + name);
+  const size_t rank = shape.size();
+  if (rank < 3) return InvalidArgument(std::string("image tensor must be ") + what + ", not " + name);
+  const int64_t c = shape[rank - 3], h = shape[rank - 2], w = shape[rank - 1];
+  const int64_t max = std::numeric_limits<int>::max();
+  if (!ValidChannels(c) || h <= 0 || w <= 0 || h > max || w > max) {
+    return InvalidArgument(std::string("image tensor must be ") + what + " with C of 1, 3 or 4 and H, W > 0, not " +
+                           name);
+  }
+  return Status::Ok();
+}
+
+Image ItemToImage(const Tensor& tensor, int64_t item) {
+  const Shape& shape = tensor.shape();
+  const size_t rank = shape.size();
+  const int64_t c = shape[rank - 3], h = shape[rank - 2], w = shape[rank - 1];
+  const float* planes = tensor.values<float>().data() + item * c * h * w;
+  return PlanesToImage(planes, static_cast<int>(c), static_cast<int>(h), static_cast<int>(w));
+}
+
+}  // namespace
+
+Result<Image> ReadImage(const std::string& path) {
+  Result<std::vector<uint8_t>> bytes = ReadFileBytes(path);
+  if (!bytes.ok()) return bytes.status();
+  if (IsPng(*bytes)) return DecodePng(path, *bytes);
+  if (IsJpeg(*bytes)) return DecodeJpeg(path, *bytes);
+  if (bytes->empty()) return InvalidArgument("image file " + path + " is empty");
+  return InvalidArgument("image file " + path + " is neither PNG nor JPEG (unrecognised magic bytes)");
+}
+
+Status WritePng(const std::string& path, const Image& image) {
+  EBB_RETURN_IF_ERROR(ValidateImage(image));
+  png_image png;
+  std::memset(&png, 0, sizeof(png));
+  png.version = PNG_IMAGE_VERSION;
+  png.width = static_cast<png_uint_32>(image.width);
+  png.height = static_cast<png_uint_32>(image.height);
+  png.format = image.channels == 1 ? PNG_FORMAT_GRAY : image.channels == 3 ? PNG_FORMAT_RGB : PNG_FORMAT_RGBA;
+  png_alloc_size_t size = 0;
+  if (!png_image_write_to_memory(&png, nullptr, &size, 0, image.pixels.data(), 0, nullptr)) {
+    return Internal("cannot encode PNG file " + path + ": " + png.message);
+  }
+  std::vector<uint8_t> encoded;
+  try {
+    encoded.resize(size);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("out of memory encoding PNG file " + path);
+  }
+  if (!png_image_write_to_memory(&png, encoded.data(), &size, 0, image.pixels.data(), 0, nullptr)) {
+    return Internal("cannot encode PNG file " + path + ": " + png.message);
+  }
+  encoded.resize(size);
+  return WriteFileBytes(path, encoded);
+}
+
+Result<Tensor> ImageToTensor(const Image& image, int channels) {
+  EBB_RETURN_IF_ERROR(ValidateImage(image));
+  EBB_RETURN_IF_ERROR(ValidateTensorChannels(channels));
+  Tensor tensor(DataType::kFloat32, {1, channels, image.height, image.width});
+  ImageToPlanes(image, channels, tensor.values<float>().data());
+  return tensor;
+}
+
+Result<Tensor> ImagesToBatch(const std::vector<Image>& images, int channels) {
+  if (images.empty()) return InvalidArgument("cannot make a batch of no images");
+  EBB_RETURN_IF_ERROR(ValidateTensorChannels(channels));
+  const Image& first = images.front();
+  for (size_t i = 0; i < images.size(); ++i) {
+    Status status = ValidateImage(images[i]);
+    if (!status.ok()) return InvalidArgument("image " + std::to_string(i) + " of the batch: " + status.message());
+    if (images[i].width != first.width || images[i].height != first.height) {
+      return InvalidArgument("images of a batch must have one size: image " + std::to_string(i) + " is " +
+                             SizeString(images[i].width, images[i].height) + " but image 0 is " +
+                             SizeString(first.width, first.height));
+    }
+  }
+  const int64_t n = static_cast<int64_t>(images.size());
+  Tensor tensor(DataType::kFloat32, {n, channels, first.height, first.width});
+  const size_t item = static_cast<size_t>(channels) * first.width * first.height;
+  float* out = tensor.values<float>().data();
+  for (const Image& image : images) {
+    ImageToPlanes(image, channels, out);
+    out += item;
+  }
+  return tensor;
+}
+
+Result<Image> TensorToImage(const Tensor& tensor) {
+  constexpr const char* kWhat = "[1,C,H,W] or [C,H,W]";
+  EBB_RETURN_IF_ERROR(ValidateImageTensor(tensor, kWhat));
+  const Shape& shape = tensor.shape();
+  if (shape.size() > 4 || (shape.size() == 4 && shape[0] != 1)) {
+    return InvalidArgument(std::string("image tensor must be ") + kWhat + ", not " + DataTypeName(tensor.type()) +
+                           ShapeToString(shape));
+  }
+  return ItemToImage(tensor, 0);
+}
+
+Result<Image> BatchItemToImage(const Tensor& batch, int64_t n) {
+  constexpr const char* kWhat = "[N,C,H,W]";
+  EBB_RETURN_IF_ERROR(ValidateImageTensor(batch, kWhat));
+  const Shape& shape = batch.shape();
+  if (shape.size() != 4) {
+    return InvalidArgument(std::string("image batch must be ") + kWhat + ", not " + DataTypeName(batch.type()) +
+                           ShapeToString(shape));
+  }
+  if (n < 0 || n >= shape[0]) {
+    return InvalidArgument("image " + std::to_string(n) + " is outside the batch " + ShapeToString(shape));
+  }
+  return ItemToImage(batch, n);
+}
+
+}  // namespace ebb
