@@ -303,10 +303,11 @@ Result<Shape> ParseShape(const json& input, const std::string& label) {
     if (const int64_t* i = AsSigned(dim); i != nullptr && *i < 0) {
       return InvalidArgument(label + ": negative dimension " + std::to_string(*i) + " in 'shape'");
     }
-    int64_t value = 0;
-    if (!dim.is_number_integer() || !DecodeInteger(dim, &value)) {
+    if (!dim.is_number_integer()) {
       return InvalidArgument(label + ": 'shape' must be an array of non-negative integers, got " + Excerpt(dim));
     }
+    int64_t value = 0;
+    if (!DecodeInteger(dim, &value)) return InvalidArgument(label + ": dimension " + Excerpt(dim) + " is too large");
     shape.push_back(value);
   }
   return shape;
@@ -533,6 +534,21 @@ void AppendFloating(std::string* out, F value) {
   }
 }
 
+// Shortest form that a double-precision JSON parser (ours, Python's, ...) reads back as exactly
+// `value`. The shortest float form almost always is; where rounding it first to double and then to
+// float lands elsewhere (e.g. 7.038531e-26), the exact double form is written instead.
+void AppendFloat32(std::string* out, float value) {
+  if (!std::isfinite(value) || value == 0) return AppendFloating(out, value);
+  char buffer[32];
+  char* end = std::to_chars(buffer, buffer + sizeof(buffer), value).ptr;
+  double parsed = 0;
+  std::from_chars(buffer, end, parsed);
+  if (static_cast<float>(parsed) != value) {
+    end = std::to_chars(buffer, buffer + sizeof(buffer), static_cast<double>(value)).ptr;
+  }
+  out->append(buffer, end);
+}
+
 template <typename T, typename Append>
 void AppendValues(std::string* out, const Tensor& tensor, Append append) {
   const auto* values = reinterpret_cast<const T*>(tensor.data());
@@ -547,7 +563,6 @@ void AppendValues(std::string* out, const Tensor& tensor, Append append) {
 
 void AppendJsonData(std::string* out, const Tensor& t) {
   const auto integer = [](std::string* o, auto v) { AppendNumber(o, v); };
-  const auto floating = [](std::string* o, auto v) { AppendFloating(o, v); };
   switch (t.type()) {
     case DataType::kBool:
       return AppendValues<uint8_t>(out, t, [](std::string* o, uint8_t v) { *o += v ? "true" : "false"; });
@@ -561,12 +576,12 @@ void AppendJsonData(std::string* out, const Tensor& t) {
     case DataType::kInt64: return AppendValues<int64_t>(out, t, integer);
     case DataType::kFloat16:
       return AppendValues<uint16_t>(
-          out, t, [](std::string* o, uint16_t v) { AppendFloating(o, static_cast<float>(FromSmallFloat(v, kHalf))); });
+          out, t, [](std::string* o, uint16_t v) { AppendFloat32(o, static_cast<float>(FromSmallFloat(v, kHalf))); });
     case DataType::kBFloat16:
       return AppendValues<uint16_t>(
-          out, t, [](std::string* o, uint16_t v) { AppendFloating(o, static_cast<float>(FromSmallFloat(v, kBrain))); });
-    case DataType::kFloat32: return AppendValues<float>(out, t, floating);
-    case DataType::kFloat64: return AppendValues<double>(out, t, floating);
+          out, t, [](std::string* o, uint16_t v) { AppendFloat32(o, static_cast<float>(FromSmallFloat(v, kBrain))); });
+    case DataType::kFloat32: return AppendValues<float>(out, t, AppendFloat32);
+    case DataType::kFloat64: return AppendValues<double>(out, t, AppendFloating<double>);
   }
 }
 

@@ -18,8 +18,10 @@
 #include <new>
 #include <utility>
 
-// jpeglib.h needs size_t and FILE declared before it.
+// jpeglib.h needs size_t and FILE declared before it, and jerror.h needs
+// jpeglib.h's configuration (some message codes exist only with it).
 #include <jpeglib.h>
+// (keep this order)
 #include <jerror.h>
 
 namespace ebb {

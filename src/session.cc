@@ -190,6 +190,16 @@ std::vector<std::string> Session::release_targets() const {
   return specs;
 }
 
+bool Session::SharesArenaWith(const Session& other) const {
+  if (&other == this) return true;
+  for (const auto& mine : state_->gates) {
+    for (const auto& theirs : other.state_->gates) {
+      if (mine == theirs) return true;
+    }
+  }
+  return false;
+}
+
 std::vector<ArenaStats> Session::ReadOwnArenas() const {
   std::vector<ArenaStats> stats;
   for (const detail::OwnArena& a : state_->own_arenas) {

@@ -101,6 +101,10 @@ class Session {
   // dropped from its cache); kInternal for other ORT failures.
   Result<std::vector<NamedTensor>> Run(const std::vector<NamedTensor>& inputs, const RunFlags& flags = {});
 
+  // Whether runs of this session and of `other` allocate from a common arena
+  // (the shared CPU arena, or being the same session).
+  bool SharesArenaWith(const Session& other) const;
+
   // Runs started so far and runs that carried a release request.
   uint64_t run_count() const;
   uint64_t release_count() const;

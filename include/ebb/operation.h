@@ -1,0 +1,102 @@
+// ebb/operation.h — a whole piece of work made of several runs, released once.
+//
+// An Operation owns the count of its runs and marks which run ends it, so
+// callers never pass the flag by hand. It is a planned list of steps; each
+// step runs one session on inputs it builds when its turn comes (so a step
+// can crop a tile, or take the previous model's output). The run boundary
+// releases memory exactly once, after the final run: the last tile of the
+// last frame. (Precisely: a run releases when no later run of the operation
+// uses a session that shares an arena with it — with one session, or with the
+// shared CPU arena, that is the very last run.)
+//
+// Between runs the operation checks its stop token: a cancelled operation
+// stops with kCancelled and gives its arena memory back at once through
+// Runtime::Trim(). A failed run stops it with that run's error; memory is
+// given back the same way, and the session follows the run boundary's rules
+// (dropped on resource exhaustion, kept otherwise).
+//
+// Thread safety: one Operation is executed by one thread; different
+// operations may run concurrently on the same sessions.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <stop_token>
+#include <vector>
+
+#include "ebb/runtime.h"
+#include "ebb/session.h"
+
+namespace ebb {
+
+struct Progress {
+  int done = 0;   // runs finished
+  int total = 0;  // runs planned
+};
+
+struct OperationOptions {
+  // Called on the executing thread after every run.
+  std::function<void(const Progress&)> on_progress;
+  // Checked before every run; a stop request cancels the operation.
+  std::stop_token stop;
+  // Sees every run's record (release flags, timing).
+  const RunObserver* observer = nullptr;
+};
+
+class Operation {
+ public:
+  // Builds one step's inputs (called when the step's turn comes).
+  using MakeInputs = std::function<Result<std::vector<NamedTensor>>()>;
+  // Receives one step's outputs.
+  using TakeOutputs = std::function<Status(std::vector<NamedTensor>)>;
+
+  // REQUIRES: `runtime` outlives the operation.
+  Operation(Runtime& runtime, OperationOptions options);
+
+  // Appends a step. `outputs` selects model outputs (empty = all).
+  void AddStep(std::shared_ptr<Session> session, MakeInputs make_inputs, TakeOutputs take_outputs,
+               std::vector<std::string> outputs = {});
+
+  int step_count() const { return static_cast<int>(steps_.size()); }
+
+  // Runs every step in order. Returns OK, kCancelled, or the first error.
+  // REQUIRES: called once.
+  Status Execute();
+
+  // Runs finished by Execute() so far.
+  int runs_done() const { return done_; }
+
+ private:
+  struct Step {
+    std::shared_ptr<Session> session;
+    MakeInputs make_inputs;
+    TakeOutputs take_outputs;
+    std::vector<std::string> outputs;
+  };
+  // Which steps end the operation for their arenas.
+  std::vector<bool> PlanReleases() const;
+  Status Abort(Status status);
+
+  Runtime& runtime_;
+  OperationOptions options_;
+  std::vector<Step> steps_;
+  int done_ = 0;
+};
+
+// --- Operations over images (tensors [N,C,H,W]) -----------------------------
+// Image models here take their first input and give their first output.
+
+// One run per frame, in order (frames may differ in size: an image sequence).
+Result<std::vector<Tensor>> RunPerFrame(Runtime& runtime, const std::shared_ptr<Session>& session,
+                                        const std::vector<Tensor>& frames, const OperationOptions& options = {});
+
+// One run over all frames at once: they are stacked into one batch [N,C,H,W]
+// (REQUIRES equal sizes), and the batch output is split back per frame.
+Result<std::vector<Tensor>> RunJoint(Runtime& runtime, const std::shared_ptr<Session>& session,
+                                     const std::vector<Tensor>& frames, const OperationOptions& options = {});
+
+// Per frame, each model in turn: the output of stage k is the input of k+1.
+Result<std::vector<Tensor>> RunPipeline(Runtime& runtime, const std::vector<std::shared_ptr<Session>>& stages,
+                                        const std::vector<Tensor>& frames, const OperationOptions& options = {});
+
+}  // namespace ebb

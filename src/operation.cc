@@ -1,0 +1,160 @@
+#include "ebb/operation.h"
+
+#include <cstring>
+
+namespace ebb {
+
+Operation::Operation(Runtime& runtime, OperationOptions options) : runtime_(runtime), options_(std::move(options)) {}
+
+void Operation::AddStep(std::shared_ptr<Session> session, MakeInputs make_inputs, TakeOutputs take_outputs,
+                        std::vector<std::string> outputs) {
+  steps_.push_back({std::move(session), std::move(make_inputs), std::move(take_outputs), std::move(outputs)});
+}
+
+std::vector<bool> Operation::PlanReleases() const {
+  std::vector<bool> ends(steps_.size(), true);
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    for (size_t j = i + 1; j < steps_.size() && ends[i]; ++j) {
+      if (steps_[i].session->SharesArenaWith(*steps_[j].session)) ends[i] = false;
+    }
+  }
+  return ends;
+}
+
+Status Operation::Abort(Status status) {
+  // Whatever the operation still holds goes back now, not at a later operation.
+  (void)runtime_.Trim();
+  return status;
+}
+
+Status Operation::Execute() {
+  const std::vector<bool> ends = PlanReleases();
+  const int total = step_count();
+  for (int i = 0; i < total; ++i) {
+    Step& step = steps_[i];
+    if (options_.stop.stop_requested()) {
+      return Abort(Cancelled("operation cancelled after " + std::to_string(done_) + " of " + std::to_string(total) +
+                             " runs"));
+    }
+    Result<std::vector<NamedTensor>> inputs = step.make_inputs();
+    if (!inputs.ok()) return Abort(inputs.status());
+    RunFlags flags;
+    flags.ends_operation = ends[i];
+    flags.outputs = step.outputs;
+    flags.observer = options_.observer;
+    Result<std::vector<NamedTensor>> outputs = step.session->Run(*inputs, flags);
+    if (!outputs.ok()) return Abort(outputs.status());
+    ++done_;
+    if (Status st = step.take_outputs(std::move(outputs).value()); !st.ok()) return Abort(st);
+    if (options_.on_progress) options_.on_progress({done_, total});
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+Status CheckImageModel(const Session& session) {
+  if (session.inputs().empty() || session.outputs().empty()) {
+    return InvalidArgument("model '" + session.name() + "' has no input or no output");
+  }
+  return Status::Ok();
+}
+
+std::vector<NamedTensor> AsInput(const Session& session, Tensor t) {
+  std::vector<NamedTensor> in;
+  in.push_back({session.inputs()[0].name, std::move(t)});
+  return in;
+}
+
+// Item n of a batch [N,...] as [1,...].
+Tensor BatchItem(const Tensor& batch, int64_t n) {
+  Shape shape = batch.shape();
+  const size_t item_bytes = batch.byte_size() / static_cast<size_t>(shape[0]);
+  shape[0] = 1;
+  Tensor item(batch.type(), shape);
+  std::memcpy(item.data(), batch.data() + static_cast<size_t>(n) * item_bytes, item_bytes);
+  return item;
+}
+
+}  // namespace
+
+Result<std::vector<Tensor>> RunPerFrame(Runtime& runtime, const std::shared_ptr<Session>& session,
+                                        const std::vector<Tensor>& frames, const OperationOptions& options) {
+  EBB_RETURN_IF_ERROR(CheckImageModel(*session));
+  std::vector<Tensor> results;
+  Operation op(runtime, options);
+  for (const Tensor& frame : frames) {
+    op.AddStep(
+        session, [&]() -> Result<std::vector<NamedTensor>> { return AsInput(*session, frame.Clone()); },
+        [&](std::vector<NamedTensor> out) {
+          results.push_back(std::move(out[0].tensor));
+          return Status::Ok();
+        },
+        {session->outputs()[0].name});
+  }
+  EBB_RETURN_IF_ERROR(op.Execute());
+  return results;
+}
+
+Result<std::vector<Tensor>> RunJoint(Runtime& runtime, const std::shared_ptr<Session>& session,
+                                     const std::vector<Tensor>& frames, const OperationOptions& options) {
+  EBB_RETURN_IF_ERROR(CheckImageModel(*session));
+  if (frames.empty()) return std::vector<Tensor>{};
+  for (const Tensor& f : frames) {
+    if (f.shape() != frames[0].shape() || f.type() != frames[0].type() || f.shape().empty() || f.shape()[0] != 1) {
+      return InvalidArgument("a joint run needs frames of one shape [1,...]; got " + ShapeToString(frames[0].shape()) +
+                             " and " + ShapeToString(f.shape()));
+    }
+  }
+  Shape batch_shape = frames[0].shape();
+  batch_shape[0] = static_cast<int64_t>(frames.size());
+  std::vector<Tensor> results;
+  Operation op(runtime, options);
+  op.AddStep(
+      session,
+      [&]() -> Result<std::vector<NamedTensor>> {
+        Tensor batch(frames[0].type(), batch_shape);
+        for (size_t i = 0; i < frames.size(); ++i) {
+          std::memcpy(batch.data() + i * frames[i].byte_size(), frames[i].data(), frames[i].byte_size());
+        }
+        return AsInput(*session, std::move(batch));
+      },
+      [&](std::vector<NamedTensor> out) {
+        const Tensor& batch = out[0].tensor;
+        if (batch.shape().empty() || batch.shape()[0] != static_cast<int64_t>(frames.size())) {
+          return InvalidArgument("joint output " + ShapeToString(batch.shape()) + " does not have one item per frame");
+        }
+        for (size_t i = 0; i < frames.size(); ++i) results.push_back(BatchItem(batch, static_cast<int64_t>(i)));
+        return Status::Ok();
+      },
+      {session->outputs()[0].name});
+  EBB_RETURN_IF_ERROR(op.Execute());
+  return results;
+}
+
+Result<std::vector<Tensor>> RunPipeline(Runtime& runtime, const std::vector<std::shared_ptr<Session>>& stages,
+                                        const std::vector<Tensor>& frames, const OperationOptions& options) {
+  if (stages.empty()) return InvalidArgument("a pipeline needs at least one model");
+  for (const auto& s : stages) EBB_RETURN_IF_ERROR(CheckImageModel(*s));
+  std::vector<Tensor> carry(frames.size());  // the latest stage output per frame
+  Operation op(runtime, options);
+  for (size_t f = 0; f < frames.size(); ++f) {
+    for (size_t k = 0; k < stages.size(); ++k) {
+      const std::shared_ptr<Session>& stage = stages[k];
+      op.AddStep(
+          stage,
+          [&, f, k]() -> Result<std::vector<NamedTensor>> {
+            return AsInput(*stage, k == 0 ? frames[f].Clone() : std::move(carry[f]));
+          },
+          [&, f](std::vector<NamedTensor> out) {
+            carry[f] = std::move(out[0].tensor);
+            return Status::Ok();
+          },
+          {stage->outputs()[0].name});
+    }
+  }
+  EBB_RETURN_IF_ERROR(op.Execute());
+  return carry;
+}
+
+}  // namespace ebb

@@ -1,0 +1,263 @@
+// Operations on real ONNX Runtime: every kind releases exactly once, after
+// its final run, and holds its memory in between (ORT's own statistics).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ebb/operation.h"
+#include "ebb/tiler.h"
+#include "test_util.h"
+
+namespace ebb {
+namespace {
+
+using testing::kMiB;
+using testing::ModelPath;
+using testing::RandomTensor;
+
+// What an operation did, run by run.
+struct Trace {
+  std::vector<RunRecord> runs;
+  std::vector<int64_t> reserved_after_run;  // shared arena, read after every run
+};
+
+class OperationTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Start({}); }
+
+  void Start(const MemoryPolicy& policy) {
+    session_.reset();
+    runtime_.reset();
+    auto rt = Runtime::Create(policy);
+    ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+    runtime_ = std::move(rt).value();
+    session_ = Load("convnet");
+  }
+
+  std::shared_ptr<Session> Load(const std::string& name) {
+    auto s = runtime_->Load(ModelPath(name), {.device = DeviceRequest::Cpu()});
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? *s : nullptr;
+  }
+
+  int64_t Reserved() {
+    const ArenaStats* a = runtime_->ReadMemory().Find("cpu:shared");
+    return a ? a->reserved : -1;
+  }
+
+  // Options that record every run and the arena after it.
+  OperationOptions Traced(Trace* trace) {
+    observer_ = [trace](const RunRecord& r) { trace->runs.push_back(r); };
+    OperationOptions options;
+    options.observer = &observer_;
+    options.on_progress = [this, trace](const Progress&) { trace->reserved_after_run.push_back(Reserved()); };
+    return options;
+  }
+
+  // Only the final run ended the operation and asked for release; memory was
+  // held between runs and given back at the end.
+  void ExpectReleasedOnlyAtTheEnd(const Trace& trace, size_t runs, int64_t floor, int64_t held = 4 * kMiB) {
+    ASSERT_EQ(trace.runs.size(), runs);
+    ASSERT_EQ(trace.reserved_after_run.size(), runs);
+    for (size_t i = 0; i + 1 < runs; ++i) {
+      EXPECT_FALSE(trace.runs[i].ends_operation) << "run " << i;
+      EXPECT_EQ(trace.runs[i].release_spec, "") << "run " << i;
+      EXPECT_GT(trace.reserved_after_run[i], floor + held) << "memory held after run " << i;
+    }
+    EXPECT_TRUE(trace.runs.back().ends_operation);
+    EXPECT_EQ(trace.runs.back().release_spec, "cpu:0");
+    EXPECT_LE(trace.reserved_after_run.back(), floor + kMiB);
+    EXPECT_LE(Reserved(), floor + kMiB);
+  }
+
+  std::vector<Tensor> Frames(int n, int64_t h, int64_t w) {
+    std::vector<Tensor> frames;
+    for (int i = 0; i < n; ++i) frames.push_back(RandomTensor({1, 3, h, w}, 10 + i));
+    return frames;
+  }
+
+  std::unique_ptr<Runtime> runtime_;
+  std::shared_ptr<Session> session_;
+  RunObserver observer_;
+};
+
+TEST_F(OperationTest, PerFrameReleasesOnlyAfterTheLastFrame) {
+  const int64_t floor = Reserved();
+  Trace trace;
+  auto out = RunPerFrame(*runtime_, session_, Frames(4, 256, 256), Traced(&trace));
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->size(), 4u);
+  ExpectReleasedOnlyAtTheEnd(trace, 4, floor);
+}
+
+TEST_F(OperationTest, ImageSequenceOfDifferentSizesReleasesOnce) {
+  const int64_t floor = Reserved();
+  std::vector<Tensor> images;
+  images.push_back(RandomTensor({1, 3, 300, 200}, 1));
+  images.push_back(RandomTensor({1, 3, 128, 256}, 2));
+  images.push_back(RandomTensor({1, 3, 256, 256}, 3));
+  Trace trace;
+  auto out = RunPerFrame(*runtime_, session_, images, Traced(&trace));
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].shape(), (Shape{1, 3, 300, 200}));
+  ExpectReleasedOnlyAtTheEnd(trace, 3, floor);
+}
+
+TEST_F(OperationTest, JointRunIsOneRunThatReleasesAndMatchesPerFrame) {
+  const int64_t floor = Reserved();
+  Trace trace;
+  auto joint = RunJoint(*runtime_, session_, Frames(3, 128, 128), Traced(&trace));
+  ASSERT_TRUE(joint.ok()) << joint.status().ToString();
+  ExpectReleasedOnlyAtTheEnd(trace, 1, floor);
+  auto per_frame = RunPerFrame(*runtime_, session_, Frames(3, 128, 128));
+  ASSERT_TRUE(per_frame.ok());
+  ASSERT_EQ(joint->size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    auto a = (*joint)[i].values<float>(), b = (*per_frame)[i].values<float>();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t k = 0; k < a.size(); ++k) ASSERT_NEAR(a[k], b[k], 1e-4) << "frame " << i << " element " << k;
+  }
+}
+
+TEST_F(OperationTest, TilesOverSeveralFramesReleaseAfterTheLastTileOfTheLastFrame) {
+  const int64_t floor = Reserved();
+  Trace trace;
+  TileOptions tiles{.tile = 64, .overlap = 8, .scale = 1};
+  auto out = RunTiled(*runtime_, session_, Frames(2, 100, 130), tiles, Traced(&trace));
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  // 100 rows -> cores of 48: 3 rows of tiles; 130 columns: 3 columns; 2 frames.
+  // A 64x64 tile needs about 512 KiB of arena (16 channels x 64 x 64 x 4 bytes, twice).
+  ExpectReleasedOnlyAtTheEnd(trace, 18, floor, 256 * 1024);
+  EXPECT_EQ((*out)[1].shape(), (Shape{1, 3, 100, 130}));
+}
+
+TEST_F(OperationTest, PipelineFeedsEachStageAndReleasesOnlyAtTheVeryEnd) {
+  auto second = Load("waifu2x_scale2x");
+  ASSERT_TRUE(second);
+  const int64_t floor = Reserved();
+  Trace trace;
+  auto out = RunPipeline(*runtime_, {session_, second}, Frames(2, 48, 40), Traced(&trace));
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ExpectReleasedOnlyAtTheEnd(trace, 4, floor, 128 * 1024);
+  ASSERT_EQ(out->size(), 2u);
+  EXPECT_EQ((*out)[0].shape(), (Shape{1, 3, 96, 80}));
+  // Same result as running the stages by hand.
+  auto stage1 = session_->Run(testing::One("x", Frames(2, 48, 40)[1].Clone()));
+  ASSERT_TRUE(stage1.ok());
+  auto stage2 = second->Run(testing::One("x", std::move((*stage1)[0].tensor)));
+  ASSERT_TRUE(stage2.ok());
+  EXPECT_TRUE((*stage2)[0].tensor.BitwiseEquals((*out)[1]));
+}
+
+TEST_F(OperationTest, CancellationStopsBetweenRunsAndGivesMemoryBackAtOnce) {
+  const int64_t floor = Reserved();
+  std::stop_source stop;
+  Trace trace;
+  OperationOptions options = Traced(&trace);
+  auto record = options.on_progress;
+  options.on_progress = [&](const Progress& p) {
+    record(p);
+    if (p.done == 2) stop.request_stop();
+  };
+  options.stop = stop.get_token();
+  auto out = RunPerFrame(*runtime_, session_, Frames(5, 256, 256), options);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kCancelled);
+  EXPECT_NE(out.status().message().find("after 2 of 5 runs"), std::string::npos) << out.status().message();
+  ASSERT_EQ(trace.runs.size(), 2u);
+  EXPECT_GT(trace.reserved_after_run[1], floor + 4 * kMiB);
+  EXPECT_LE(Reserved(), floor + kMiB) << "a cancelled operation's memory goes back right away";
+  EXPECT_EQ(runtime_->load_count(), 1u);
+}
+
+TEST_F(OperationTest, FailureInTheMiddleReportsGivesMemoryBackAndKeepsTheSession) {
+  const int64_t floor = Reserved();
+  std::vector<Tensor> frames = Frames(2, 256, 256);
+  frames.push_back(RandomTensor({1, 4, 256, 256}, 3));  // wrong channel count
+  frames.push_back(RandomTensor({1, 3, 256, 256}, 4));
+  Trace trace;
+  auto out = RunPerFrame(*runtime_, session_, frames, Traced(&trace));
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_LE(Reserved(), floor + kMiB);
+  auto again = runtime_->Load(ModelPath("convnet"), {.device = DeviceRequest::Cpu()});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->get(), session_.get()) << "other errors keep the session";
+}
+
+TEST_F(OperationTest, OutOfMemoryInTheMiddleDropsTheSession) {
+  MemoryPolicy policy;
+  policy.cpu.arena_settings.max_bytes = 96 * kMiB;
+  Start(policy);
+  std::vector<Tensor> frames = Frames(1, 128, 128);
+  frames.push_back(RandomTensor({1, 3, 1024, 1024}, 2));  // needs far more than 96 MiB
+  auto out = RunPerFrame(*runtime_, session_, frames);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kResourceExhausted) << out.status().ToString();
+  EXPECT_LE(Reserved(), kMiB);
+  auto again = runtime_->Load(ModelPath("convnet"), {.device = DeviceRequest::Cpu()});
+  ASSERT_TRUE(again.ok());
+  EXPECT_NE(again->get(), session_.get()) << "the exhausted session was dropped and is loaded afresh";
+  EXPECT_TRUE(RunPerFrame(*runtime_, *again, Frames(1, 128, 128)).ok());
+}
+
+// --- Tiling ---------------------------------------------------------------------
+
+TEST(TilePlanTest, CoresCoverEveryPixelExactlyOnceAndWindowsStayInside) {
+  for (auto [h, w] : {std::pair<int64_t, int64_t>{100, 130}, {64, 64}, {20, 25}, {49, 200}, {1, 1}}) {
+    TileOptions options{.tile = 64, .overlap = 8};
+    auto plan = PlanTiles(h, w, options);
+    ASSERT_TRUE(plan.ok());
+    std::vector<int> covered(static_cast<size_t>(h * w), 0);
+    for (const TileRect& r : *plan) {
+      if (h >= 64) {
+        EXPECT_LE(r.window_y + 64, h);
+      }
+      if (w >= 64) {
+        EXPECT_LE(r.window_x + 64, w);
+      }
+      EXPECT_GE(r.core_y, r.window_y);
+      EXPECT_LE(r.core_y + r.core_h, r.window_y + 64);
+      for (int64_t y = r.core_y; y < r.core_y + r.core_h; ++y) {
+        for (int64_t x = r.core_x; x < r.core_x + r.core_w; ++x) ++covered[static_cast<size_t>(y * w + x)];
+      }
+    }
+    for (int c : covered) ASSERT_EQ(c, 1) << h << "x" << w;
+  }
+  EXPECT_FALSE(PlanTiles(10, 10, {.tile = 16, .overlap = 8}).ok());
+}
+
+TEST(TileExtractTest, RepeatsEdgePixelsPastTheBorder) {
+  Tensor image(DataType::kFloat32, {1, 1, 2, 3});
+  for (size_t i = 0; i < 6; ++i) image.values<float>()[i] = static_cast<float>(i);
+  Tensor tile = ExtractTile(image, 0, {0, 0, 0, 0, 2, 3}, 4);
+  const std::vector<float> expected = {0, 1, 2, 2, 3, 4, 5, 5, 3, 4, 5, 5, 3, 4, 5, 5};
+  auto got = tile.values<float>();
+  EXPECT_EQ(std::vector<float>(got.begin(), got.end()), expected);
+}
+
+class TiledUpscaleTest : public OperationTest {};
+
+TEST_F(TiledUpscaleTest, TiledEqualsUntiledForTheRealUpscaler) {
+  auto upscaler = Load("waifu2x_scale2x");
+  ASSERT_TRUE(upscaler);
+  // Sizes that are not multiples of the tile, and one smaller than a tile.
+  for (auto [h, w] : {std::pair<int64_t, int64_t>{45, 37}, {20, 25}}) {
+    std::vector<Tensor> frame;
+    frame.push_back(RandomTensor({1, 3, h, w}, 5));
+    auto untiled = RunPerFrame(*runtime_, upscaler, frame);
+    ASSERT_TRUE(untiled.ok()) << untiled.status().ToString();
+    for (int per_run : {1, 3}) {
+      auto tiled = RunTiled(*runtime_, upscaler, frame, {.tile = 32, .overlap = 6, .tiles_per_run = per_run});
+      ASSERT_TRUE(tiled.ok()) << tiled.status().ToString();
+      ASSERT_EQ((*tiled)[0].shape(), (Shape{1, 3, 2 * h, 2 * w}));
+      auto a = (*tiled)[0].values<float>(), b = (*untiled)[0].values<float>();
+      float worst = 0;
+      for (size_t k = 0; k < a.size(); ++k) worst = std::max(worst, std::abs(a[k] - b[k]));
+      EXPECT_LT(worst, 1e-4) << h << "x" << w << ", " << per_run << " tile(s) per run";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ebb
