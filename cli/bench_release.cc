@@ -19,6 +19,8 @@ struct ModeResult {
   int64_t rss_after = 0;
   uint64_t loads = 0;
   int runs = 0;
+  std::vector<double> operation_ms;  // each operation, load included
+  double load_ms = 0;                // time spent in Load (non-zero only when it loads)
 };
 
 // Arena bytes the session's runs use: the shared arena, or its own.
@@ -56,11 +58,15 @@ Result<ModeResult> MeasureMode(const std::string& mode, const BenchOptions& opti
   };
   const double start = NowMs();
   for (int r = 0; r < repeats; ++r) {
+    const double op_start = NowMs();
+    const uint64_t loads_before = runtime->load_count();
     auto session = runtime->Load(path, {.device = *request});
     if (!session.ok()) return session.status();
+    if (runtime->load_count() != loads_before) result.load_ms += NowMs() - op_start;
     current = session->get();
     auto out = RunTiled(*runtime, *session, frames, tiles, op_options);
     if (!out.ok()) return out.status();
+    result.operation_ms.push_back(NowMs() - op_start);
     if (destroy) {
       runtime->Clear();  // the session (and its arena) goes with its last reference
       current = nullptr;
@@ -95,7 +101,8 @@ int BenchRelease(const BenchOptions& options) {
     results[mode] = *r;
     modes[mode] = {{"total_ms", r->total_ms},     {"reserved_peak", r->reserved_peak},
                    {"reserved_after", r->reserved_after}, {"rss_after", r->rss_after},
-                   {"loads", r->loads},           {"runs", r->runs}};
+                   {"loads", r->loads},           {"runs", r->runs},
+                   {"operation_ms", r->operation_ms}, {"load_ms", r->load_ms}};
   }
   const ModeResult& end = results["operation_end"];
   PrintJson({{"model", o.model},

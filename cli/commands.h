@@ -1,6 +1,9 @@
 // The `ebb` subcommands other than `bench` (see bench.h).
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "common.h"
 
 namespace ebb::cli {
@@ -10,6 +13,18 @@ struct DemoOptions {
   int64_t size = 1536;
 };
 int RunDemo(const DemoOptions& options);
+
+struct RunOptions {
+  CommonOptions common;
+  std::string model;  // a .onnx file, or a model folder (model.onnx + config.json)
+  std::vector<std::string> inputs;
+  std::vector<std::string> outputs;
+  int64_t tile = 0;      // 0 = the model folder's config (or no tiling)
+  int64_t overlap = -1;  // -1 = the config's (or 8)
+  std::string memory_report;
+  std::string plot;
+};
+int RunImages(const RunOptions& options);
 
 
 }  // namespace ebb::cli

@@ -68,6 +68,18 @@ int main(int argc, char** argv) {
   AddCommon(demo_cmd, &demo.common);
   demo_cmd->add_option("--size", demo.size, "image side in pixels")->capture_default_str();
 
+  RunOptions run;
+  auto* run_cmd = app.add_subcommand("run", "run an image-to-image model over images as one operation");
+  AddCommon(run_cmd, &run.common);
+  run_cmd->add_option("model", run.model, "model file, or model folder (model.onnx + config.json)")->required();
+  run_cmd->add_option("--input,-i", run.inputs, "input images (PNG/JPEG); several are the frames of one operation")
+      ->required();
+  run_cmd->add_option("--output,-o", run.outputs, "output PNG files, one per input")->required();
+  run_cmd->add_option("--tile", run.tile, "tile side in pixels (0 = the model folder's config)");
+  run_cmd->add_option("--overlap", run.overlap, "context pixels around each tile's core");
+  run_cmd->add_option("--memory-report", run.memory_report, "write memory sampled at every run as JSON");
+  run_cmd->add_option("--plot", run.plot, "write the memory timeline as SVG");
+
   CommonOptions info_common;
   std::string info_model;
   auto* info_cmd = app.add_subcommand("info", "describe a model as ebb loads it");
@@ -97,6 +109,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (*demo_cmd) return RunDemo(demo);
   if (*info_cmd) return RunInfo(info_common, info_model);
+  if (*run_cmd) return RunImages(run);
   if (*policy_cmd) {
     auto policy = PolicyFrom(policy_common);
     if (!policy.ok()) return Fail(policy.status());

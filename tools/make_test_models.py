@@ -118,6 +118,19 @@ def make_mixed():
     return finish(graph, "sum=a+float(b)+float(c); b2=b*2; nflag=!flag; d=double(a)")
 
 
+def make_twochannel(rng):
+    """An image-to-image model on 2-channel images: what no PNG/JPEG holds, for error tests."""
+    w = (rng.standard_normal((2, 2, 1, 1)) * 0.5).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], name="mix", kernel_shape=[1, 1])],
+        "twochannel",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, "H", "W"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2, "H", "W"])],
+        initializer=[numpy_helper.from_array(w, "w")],
+    )
+    return finish(graph, "1x1 conv on 2-channel images")
+
+
 def write(model, out_dir, name):
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
@@ -139,6 +152,7 @@ def main(argv):
     write(make_convnet(rng), args.out, "convnet")
     write(make_tiny(rng), args.out, "tiny")
     write(make_mixed(), args.out, "mixed")
+    write(make_twochannel(rng), args.out, "twochannel")
     return 0
 
 

@@ -1,0 +1,44 @@
+// ebb/model_config.h — how one model of a model folder is to be served.
+//
+// A model folder holds `model.onnx` and, optionally, `config.json`:
+//
+//   {"kind": "image_to_image", "device": "auto",
+//    "tile": {"size": 128, "overlap": 8, "tiles_per_run": 1}, "scale": 2,
+//    "keep_alive_ms": 300000, "pinned": false}
+//
+// Every field is optional; unknown keys are errors. `ebb run` and `ebb serve`
+// read it once, at the edge, into this struct.
+//
+// Thread safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "ebb/status.h"
+#include "ebb/tiler.h"
+
+namespace ebb {
+
+enum class ModelKind {
+  kTensor,        // tensors in, tensors out (one run per request)
+  kImageToImage,  // [N,C,H,W] in and out; frames run as one operation, tiled when `tile` is set
+};
+
+struct ModelConfig {
+  ModelKind kind = ModelKind::kTensor;
+  std::string device = "auto";      // "auto", "cpu", "cuda:N"
+  std::optional<TileOptions> tile;  // tiled operation when set (image_to_image only)
+  // Idle time after which the model is unloaded; negative = never, 0 = right
+  // after each request. Unset = the server's default.
+  std::optional<int64_t> keep_alive_ms;
+  bool pinned = false;              // never evicted to fit a memory budget
+};
+
+// Parses config.json text.
+Result<ModelConfig> ParseModelConfig(std::string_view json_text);
+// Reads `<folder>/config.json`; defaults when the file does not exist.
+Result<ModelConfig> LoadModelConfig(const std::string& folder);
+
+}  // namespace ebb

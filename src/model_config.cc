@@ -1,0 +1,90 @@
+#include "ebb/model_config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace ebb {
+namespace {
+
+using nlohmann::json;
+
+Status ReadTile(const json& j, TileOptions* tile) {
+  if (!j.is_object()) return InvalidArgument("config.tile must be an object");
+  for (const auto& [key, value] : j.items()) {
+    if (!value.is_number_integer() || value.get<int64_t>() < 0) {
+      return InvalidArgument("config.tile." + key + " must be a non-negative integer");
+    }
+    const int64_t v = value.get<int64_t>();
+    if (key == "size") {
+      tile->tile = v;
+    } else if (key == "overlap") {
+      tile->overlap = v;
+    } else if (key == "tiles_per_run") {
+      tile->tiles_per_run = static_cast<int>(v);
+    } else {
+      return InvalidArgument("unknown key 'config.tile." + key + "'");
+    }
+  }
+  return PlanTiles(1, 1, *tile).status();  // validates the combination
+}
+
+Status ReadField(const std::string& key, const json& value, ModelConfig* c) {
+  if (key == "kind") {
+    if (value == "image_to_image") {
+      c->kind = ModelKind::kImageToImage;
+    } else if (value == "tensor") {
+      c->kind = ModelKind::kTensor;
+    } else {
+      return InvalidArgument("config.kind must be \"tensor\" or \"image_to_image\"");
+    }
+  } else if (key == "device") {
+    if (!value.is_string()) return InvalidArgument("config.device must be a string");
+    c->device = value.get<std::string>();
+  } else if (key == "tile") {
+    TileOptions tile;
+    EBB_RETURN_IF_ERROR(ReadTile(value, &tile));
+    tile.scale = c->tile ? c->tile->scale : 0;
+    c->tile = tile;
+  } else if (key == "scale") {
+    if (!value.is_number_integer() || value.get<int64_t>() < 1) return InvalidArgument("config.scale must be >= 1");
+    if (!c->tile) c->tile = TileOptions{};
+    c->tile->scale = value.get<int64_t>();
+  } else if (key == "keep_alive_ms") {
+    if (!value.is_number_integer()) return InvalidArgument("config.keep_alive_ms must be an integer");
+    c->keep_alive_ms = value.get<int64_t>();
+  } else if (key == "pinned") {
+    if (!value.is_boolean()) return InvalidArgument("config.pinned must be true or false");
+    c->pinned = value.get<bool>();
+  } else {
+    return InvalidArgument("unknown key 'config." + key + "'");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ModelConfig> ParseModelConfig(std::string_view json_text) {
+  json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgument("config.json is not a JSON object");
+  ModelConfig config;
+  bool has_tile = j.contains("tile");
+  for (const auto& [key, value] : j.items()) EBB_RETURN_IF_ERROR(ReadField(key, value, &config));
+  if (!has_tile) config.tile.reset();  // "scale" alone does not make a model tiled
+  return config;
+}
+
+Result<ModelConfig> LoadModelConfig(const std::string& folder) {
+  const std::string path = folder + "/config.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return ModelConfig{};
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  Result<ModelConfig> config = ParseModelConfig(text.str());
+  if (!config.ok()) return Status(config.status().code(), path + ": " + config.status().message());
+  return config;
+}
+
+}  // namespace ebb

@@ -1,0 +1,113 @@
+// Black-box tests of the `ebb` executable: `ebb run` end to end and its
+// errors. Each case runs the real binary and checks its exit code, output
+// files and messages.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "ebb/image.h"
+#include "test_util.h"
+
+namespace ebb {
+namespace {
+
+const std::string kModels = EBB_MODELS_DIR;
+const std::string kFixtures = kModels + "/../tests/fixtures/";
+
+struct Outcome {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+Outcome Ebb(const std::string& args) {
+  const std::string command = std::string(EBB_BINARY) + " " + args + " 2>&1";
+  Outcome o;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return o;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) o.output.append(buf.data(), n);
+  int status = pclose(pipe);
+  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return o;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) / ("ebb_cli_" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  std::filesystem::path dir_;
+};
+
+TEST_F(CliTest, RunUpscalesFramesAsOneOperationWithReportAndPlot) {
+  const std::string in = kFixtures + "astronaut_96.png";
+  Outcome o = Ebb("run " + kModels + "/waifu2x_scale2x -i " + in + " -i " + in + " -o " + Path("a.png") + " -o " +
+                  Path("b.png") + " --tile 48 --overlap 8 --device cpu --memory-report " + Path("mem.json") +
+                  " --plot " + Path("mem.svg"));
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  auto a = ReadImage(Path("a.png"));
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->width, 192);
+  std::ifstream report_file(Path("mem.json"));
+  nlohmann::json report = nlohmann::json::parse(report_file, nullptr, false);
+  ASSERT_FALSE(report.is_discarded());
+  const auto& samples = report["samples"];
+  // "loaded", 2 frames x 9 tiles (96 = cores of 32: 3x3), "done".
+  ASSERT_EQ(samples.size(), 20u);
+  int releases = 0;
+  for (size_t i = 1; i + 1 < samples.size(); ++i) releases += samples[i]["release"].get<bool>() ? 1 : 0;
+  EXPECT_EQ(releases, 1);
+  EXPECT_TRUE(samples[samples.size() - 2]["release"].get<bool>()) << "the release is at the last run";
+  EXPECT_GT(report["reserved_peak"].get<int64_t>(), report["reserved_after"].get<int64_t>() + (1 << 20));
+  std::ifstream svg_file(Path("mem.svg"));
+  std::string svg((std::istreambuf_iterator<char>(svg_file)), {});
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_NE(svg.find("release"), std::string::npos);
+}
+
+TEST_F(CliTest, RunRejectsAnUnreadableImage) {
+  std::ofstream(Path("bad.png")) << "not a picture";
+  Outcome o = Ebb("run " + kModels + "/waifu2x_scale2x -i " + Path("bad.png") + " -o " + Path("out.png"));
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_NE(o.output.find("bad.png"), std::string::npos) << o.output;
+  EXPECT_FALSE(std::filesystem::exists(Path("out.png")));
+}
+
+TEST_F(CliTest, RunRejectsImagesWhoseChannelsTheModelCannotTake) {
+  Outcome o = Ebb("run " + kModels + "/twochannel -i " + kFixtures + "astronaut_96.png -o " + Path("out.png"));
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_NE(o.output.find("channel"), std::string::npos) << o.output;
+}
+
+TEST_F(CliTest, RunRejectsAModelThatIsNotImageToImage) {
+  Outcome o = Ebb("run " + kModels + "/tiny -i " + kFixtures + "astronaut_96.png -o " + Path("out.png"));
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_NE(o.output.find("not image-to-image"), std::string::npos) << o.output;
+}
+
+TEST_F(CliTest, RunNeedsOneOutputPerInput) {
+  Outcome o = Ebb("run " + kModels + "/waifu2x_scale2x -i " + kFixtures + "astronaut_96.png -i " + kFixtures +
+                  "astronaut_96.png -o " + Path("out.png"));
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_NE(o.output.find("one --output per --input"), std::string::npos) << o.output;
+}
+
+TEST_F(CliTest, PolicyPrintsTheEffectivePolicyAndRejectsTypos) {
+  Outcome ok = Ebb("policy");
+  ASSERT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("\"release\": \"operation_end\""), std::string::npos) << ok.output;
+  std::ofstream(Path("p.json")) << R"({"relase": "never"})";
+  Outcome bad = Ebb("policy --policy " + Path("p.json"));
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.output.find("unknown policy key 'policy.relase'"), std::string::npos) << bad.output;
+}
+
+}  // namespace
+}  // namespace ebb
