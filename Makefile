@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS  ?= $(shell nproc)
 GPU   ?= 0
 
-.PHONY: setup build test run bench clean
+.PHONY: setup build test run demo bench clean
 
 setup:
 	GPU=$(GPU) bash scripts/setup.sh
@@ -18,12 +18,17 @@ build: setup $(BUILD)/CMakeCache.txt
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j 1
 
+# The main job: the inference server on the bundled model folder.
 run: build
+	$(BUILD)/ebb serve --repository models
+
+demo: build
 	$(BUILD)/ebb demo
 
 bench: build
 	$(BUILD)/ebb bench overhead --json
 	$(BUILD)/ebb bench floor --json
+	$(BUILD)/ebb bench release --json
 
 clean:
 	rm -rf $(BUILD)

@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "common.h"
+#include "http_server.h"
+#include "service.h"
 
 namespace ebb::cli {
 
@@ -25,6 +27,16 @@ struct RunOptions {
   std::string plot;
 };
 int RunImages(const RunOptions& options);
+
+struct ServeOptions {
+  CommonOptions common;
+  std::string repository = "models";
+  bool load_all = true;        // load every model at start-up
+  bool load_on_demand = true;  // a request to an unloaded model loads it
+  server::HttpOptions http;
+  server::ServiceOptions service;
+};
+int Serve(const ServeOptions& options);
 
 
 }  // namespace ebb::cli

@@ -80,6 +80,19 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--memory-report", run.memory_report, "write memory sampled at every run as JSON");
   run_cmd->add_option("--plot", run.plot, "write the memory timeline as SVG");
 
+  ServeOptions serve;
+  auto* serve_cmd = app.add_subcommand("serve", "KServe v2 / Open Inference Protocol server over a model folder");
+  AddCommon(serve_cmd, &serve.common);
+  serve_cmd->add_option("--repository", serve.repository, "model repository folder")->capture_default_str();
+  serve_cmd->add_option("--host", serve.http.host, "address to listen on")->capture_default_str();
+  serve_cmd->add_option("--port", serve.http.port, "port (0 = any free port)")->capture_default_str();
+  serve_cmd->add_option("--workers", serve.service.workers, "inferences running at once")->capture_default_str();
+  serve_cmd->add_option("--queue", serve.service.queue, "inferences waiting before 503")->capture_default_str();
+  serve_cmd->add_option("--http-threads", serve.http.threads, "connection threads")->capture_default_str();
+  serve_cmd->add_option("--max-body-bytes", serve.http.max_body_bytes, "request body limit")->capture_default_str();
+  serve_cmd->add_flag("!--no-load", serve.load_all, "do not load the models at start-up");
+  serve_cmd->add_flag("!--no-load-on-demand", serve.load_on_demand, "answer 503 for models not loaded");
+
   CommonOptions info_common;
   std::string info_model;
   auto* info_cmd = app.add_subcommand("info", "describe a model as ebb loads it");
@@ -110,6 +123,7 @@ int main(int argc, char** argv) {
   if (*demo_cmd) return RunDemo(demo);
   if (*info_cmd) return RunInfo(info_common, info_model);
   if (*run_cmd) return RunImages(run);
+  if (*serve_cmd) return Serve(serve);
   if (*policy_cmd) {
     auto policy = PolicyFrom(policy_common);
     if (!policy.ok()) return Fail(policy.status());

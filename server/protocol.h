@@ -19,9 +19,10 @@
 //     part of zero (2.0) is accepted too when |value| <= 2^53. 1.5, 300 for UINT8, "7" are refused.
 //   - FP64/FP32/FP16/BF16: any JSON number, rounded to nearest-even; a finite number that would
 //     round to infinity in the target type is refused. JSON null decodes to NaN.
-// Encoding writes floats in their shortest round-tripping form; NaN and ±Inf (which JSON cannot
-// express) are written as null, so NaN survives a JSON round trip and infinities come back as NaN.
-// FP16/BF16 outputs are written as JSON numbers (their exact value, via float).
+// Encoding writes every float (FP16/BF16 via float) as the shortest number that a double-precision
+// JSON parser reads back as exactly the same value, so finite values survive a JSON round trip
+// bit for bit (-0.0 included). NaN and ±Inf, which JSON cannot express, are written as null: NaN
+// survives a round trip, infinities come back as NaN.
 // BYTES tensors are not supported and are refused with a clear message.
 //
 // Every error is a kInvalidArgument Status whose message names the offending input; nothing here

@@ -1,0 +1,74 @@
+// `ebb serve`: the KServe v2 inference server on a model repository folder.
+// A thin layer: flags -> Runtime, ModelRepository, InferenceService,
+// HttpServer; SIGINT/SIGTERM stop it gracefully.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "commands.h"
+#include "http_server.h"
+#include "metrics.h"
+#include "repository.h"
+#include "service.h"
+
+namespace ebb::cli {
+
+int Serve(const ServeOptions& o) {
+  // Signals are taken by sigwait() below, never by a handler on a random thread.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto runtime = MakeRuntime(o.common);
+  if (!runtime) return 1;
+  server::MetricsRegistry metrics;
+  server::ModelRepository::Options repo_options;
+  repo_options.root = o.repository;
+  repo_options.load_on_demand = o.load_on_demand;
+  repo_options.on_load = [&metrics](const std::string& name) {
+    metrics.GetCounter("ebb_model_loads_total", "Models loaded, per model.", {{"model", name}}).Increment();
+  };
+  repo_options.on_unload = [&metrics](const std::string& name) {
+    metrics.GetCounter("ebb_model_unloads_total", "Models unloaded, per model.", {{"model", name}}).Increment();
+  };
+  auto repository = server::ModelRepository::Open(*runtime, repo_options);
+  if (!repository.ok()) return Fail(repository.status());
+  if (o.load_all) {
+    for (const auto& [name, status] : (*repository)->LoadAll()) {
+      std::fprintf(stderr, "ebb: model '%s' did not load: %s\n", name.c_str(), status.ToString().c_str());
+    }
+  }
+  server::InferenceService service(*runtime, **repository, metrics, o.service);
+  server::HttpServer http(service, o.http);
+  if (Status st = http.Bind(); !st.ok()) return Fail(st);
+
+  const std::string url = "http://" + o.http.host + ":" + std::to_string(http.port());
+  std::printf("ebb serve: %s (repository %s)\n", url.c_str(), (*repository)->root().c_str());
+  for (const server::ModelInfo& m : (*repository)->Index()) {
+    std::printf("  %-20s %s\n", m.name.c_str(), server::ModelStateName(m.state));
+  }
+  std::printf("try:\n  curl -s %s/v2/models/mixed/infer -H 'Content-Type: application/json' -d "
+              "'{\"inputs\":[{\"name\":\"a\",\"shape\":[1,4],\"datatype\":\"FP32\",\"data\":[1,2,3,4]},"
+              "{\"name\":\"b\",\"shape\":[1,4],\"datatype\":\"INT64\",\"data\":[10,20,30,40]},"
+              "{\"name\":\"c\",\"shape\":[1,4],\"datatype\":\"UINT8\",\"data\":[0,0,0,1]},"
+              "{\"name\":\"flag\",\"shape\":[1,4],\"datatype\":\"BOOL\",\"data\":[true,false,true,false]}]}'\n"
+              "  curl -s %s/metrics | grep ebb_arena\n",
+              url.c_str(), url.c_str());
+  std::fflush(stdout);
+
+  std::thread serving([&http] { http.Serve(); });
+  int signal = 0;
+  sigwait(&signals, &signal);
+  std::printf("ebb serve: %s received, finishing requests in flight\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
+  std::fflush(stdout);
+  service.BeginShutdown();
+  http.Stop();
+  serving.join();
+  return 0;
+}
+
+}  // namespace ebb::cli

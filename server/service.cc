@@ -1,0 +1,260 @@
+#include "service.h"
+
+#include <chrono>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "ebb/operation.h"
+#include "ebb/tiler.h"
+
+namespace ebb::server {
+namespace {
+
+using nlohmann::json;
+
+HttpReply JsonReply(int status, const json& body) { return {status, body.dump(), "application/json", {}}; }
+
+json Describe(const std::vector<TensorInfo>& infos) {
+  json list = json::array();
+  for (const TensorInfo& t : infos) list.push_back({{"name", t.name}, {"datatype", DataTypeName(t.type)}, {"shape", t.shape}});
+  return list;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Splits a batch [N,...] into N tensors [1,...].
+std::vector<Tensor> SplitBatch(const Tensor& batch) {
+  std::vector<Tensor> items;
+  Shape shape = batch.shape();
+  const int64_t n = shape[0];
+  shape[0] = 1;
+  const size_t item_bytes = n ? batch.byte_size() / static_cast<size_t>(n) : 0;
+  for (int64_t i = 0; i < n; ++i) {
+    Tensor item(batch.type(), shape);
+    std::memcpy(item.data(), batch.data() + static_cast<size_t>(i) * item_bytes, item_bytes);
+    items.push_back(std::move(item));
+  }
+  return items;
+}
+
+Result<Tensor> StackBatch(const std::vector<Tensor>& items) {
+  Shape shape = items[0].shape();
+  for (const Tensor& t : items) {
+    if (t.shape() != shape) return InvalidArgument("frames gave outputs of different shapes");
+  }
+  shape[0] = static_cast<int64_t>(items.size());
+  Tensor batch(items[0].type(), shape);
+  for (size_t i = 0; i < items.size(); ++i) {
+    std::memcpy(batch.data() + i * items[i].byte_size(), items[i].data(), items[i].byte_size());
+  }
+  return batch;
+}
+
+}  // namespace
+
+HttpReply ReplyFor(const Status& status) {
+  int code = 500;
+  switch (status.code()) {
+    case StatusCode::kOk: code = 200; break;
+    case StatusCode::kInvalidArgument: code = 400; break;
+    case StatusCode::kNotFound: code = 404; break;
+    case StatusCode::kUnavailable:
+    case StatusCode::kResourceExhausted:
+    case StatusCode::kCancelled: code = 503; break;
+    case StatusCode::kFailedPrecondition: code = 400; break;
+    case StatusCode::kInternal: code = 500; break;
+  }
+  return {code, EncodeError(status.message()), "application/json", {}};
+}
+
+InferenceService::InferenceService(Runtime& runtime, ModelRepository& repository, MetricsRegistry& metrics,
+                                   ServiceOptions options)
+    : runtime_(runtime),
+      repository_(repository),
+      options_(options),
+      admission_(options.workers, options.queue),
+      metrics_(metrics) {
+  RegisterCollectors();
+}
+
+HttpReply InferenceService::Live() const { return JsonReply(200, {{"live", true}}); }
+
+HttpReply InferenceService::Ready() const {
+  return shutting_down_ ? JsonReply(503, {{"ready", false}}) : JsonReply(200, {{"ready", true}});
+}
+
+HttpReply InferenceService::ServerMetadata() const {
+  return JsonReply(200, {{"name", "ebb"}, {"version", "0.1.0"}, {"extensions", {"binary_tensor_data", "model_repository"}}});
+}
+
+HttpReply InferenceService::ModelMetadata(const std::string& model) {
+  auto handle = repository_.Acquire(model);
+  if (!handle.ok()) return ReplyFor(handle.status());
+  const Session& s = *handle->session;
+  return JsonReply(200, {{"name", model},
+                         {"versions", {"1"}},
+                         {"platform", "onnxruntime_onnx"},
+                         {"inputs", Describe(s.inputs())},
+                         {"outputs", Describe(s.outputs())}});
+}
+
+HttpReply InferenceService::ModelReady(const std::string& model) const {
+  auto info = repository_.Info(model);
+  if (!info.ok()) return ReplyFor(info.status());
+  const bool ready = info->state == ModelState::kReady;
+  return JsonReply(ready ? 200 : 400, {{"name", model}, {"ready", ready}});
+}
+
+HttpReply InferenceService::RepositoryIndex() const {
+  json list = json::array();
+  for (const ModelInfo& m : repository_.Index()) {
+    json entry = {{"name", m.name}, {"version", "1"}, {"state", ModelStateName(m.state)}};
+    if (!m.reason.empty()) entry["reason"] = m.reason;
+    list.push_back(entry);
+  }
+  return JsonReply(200, list);
+}
+
+HttpReply InferenceService::LoadModel(const std::string& model) {
+  if (Status st = repository_.Load(model); !st.ok()) return ReplyFor(st);
+  return JsonReply(200, json::object());
+}
+
+HttpReply InferenceService::UnloadModel(const std::string& model) {
+  if (Status st = repository_.Unload(model); !st.ok()) return ReplyFor(st);
+  return JsonReply(200, json::object());
+}
+
+HttpReply InferenceService::Metrics() const {
+  return {200, metrics_.Render(), "text/plain; version=0.0.4; charset=utf-8", {}};
+}
+
+HttpReply InferenceService::Infer(const std::string& model, std::string_view body,
+                                  const std::optional<std::string>& header_length) {
+  const auto start = std::chrono::steady_clock::now();
+  auto handle = repository_.Acquire(model);
+  if (!handle.ok()) return ReplyFor(handle.status());
+  const Labels labels = {{"model", model}};
+  metrics_.GetCounter("ebb_inference_requests_total", "Inference requests received, per model.", labels).Increment();
+  auto fail = [&](const Status& st) {
+    metrics_
+        .GetCounter("ebb_inference_failures_total", "Inference requests that failed, per model and reason.",
+                    {{"model", model}, {"code", StatusCodeName(st.code())}})
+        .Increment();
+    return ReplyFor(st);
+  };
+
+  std::optional<size_t> json_length;
+  if (header_length) {
+    auto parsed = ParseHeaderContentLength(*header_length);
+    if (!parsed.ok()) return fail(parsed.status());
+    json_length = *parsed;
+  }
+  auto request = ParseInferRequest(body, json_length, {options_.max_input_elements});
+  if (!request.ok()) return fail(request.status());
+
+  Admission::Ticket ticket = admission_.Enter();
+  if (!ticket.admitted()) {
+    return fail(Unavailable("server busy: " + std::to_string(admission_.workers()) + " inferences running and " +
+                            std::to_string(admission_.queue()) + " waiting; retry later"));
+  }
+  auto outputs = Execute(*handle, *request);
+  if (!outputs.ok()) {
+    if (outputs.status().code() == StatusCode::kResourceExhausted) {
+      repository_.ReportExhausted(model, handle->session.get());
+    }
+    return fail(outputs.status());
+  }
+  EncodedResponse encoded = EncodeInferResponse(model, "1", *request, *outputs);
+  HttpReply reply{200, std::move(encoded.body), "application/json", {}};
+  if (encoded.header_length) {
+    reply.content_type = "application/octet-stream";
+    reply.headers.emplace_back(std::string(kInferenceHeaderContentLength), std::to_string(*encoded.header_length));
+  }
+  metrics_
+      .GetHistogram("ebb_inference_duration_seconds", "Time to answer a successful inference request.",
+                    LatencyBuckets(), labels)
+      .Observe(SecondsSince(start));
+  return reply;
+}
+
+Result<std::vector<NamedTensor>> InferenceService::Execute(const ModelHandle& model, const InferRequest& request) {
+  if (model.config.kind == ModelKind::kImageToImage) return ExecuteImageOperation(model, request);
+  Counter& releases = metrics_.GetCounter("ebb_releases_total", "Runs that gave arena memory back.", {{"model", model.name}});
+  RunObserver observer = [&](const RunRecord& r) {
+    if (!r.release_spec.empty() || r.trimmed) releases.Increment();
+  };
+  RunFlags flags;
+  flags.outputs = request.outputs;
+  flags.observer = &observer;
+  return model.session->Run(request.inputs, flags);
+}
+
+Result<std::vector<NamedTensor>> InferenceService::ExecuteImageOperation(const ModelHandle& model,
+                                                                        const InferRequest& request) {
+  const Session& s = *model.session;
+  const std::string& out_name = s.outputs()[0].name;
+  if (request.inputs.size() != 1 || request.inputs[0].name != s.inputs()[0].name) {
+    return InvalidArgument("model '" + model.name + "' takes one input, '" + s.inputs()[0].name + "'");
+  }
+  const Tensor& batch = request.inputs[0].tensor;
+  if (batch.shape().size() != 4 || batch.shape()[0] < 1) {
+    return InvalidArgument("input '" + s.inputs()[0].name + "' must be [N,C,H,W] with N >= 1, got " +
+                           ShapeToString(batch.shape()));
+  }
+  for (const std::string& name : request.outputs) {
+    if (name != out_name) return InvalidArgument("model '" + model.name + "' has one output, '" + out_name + "'");
+  }
+  Counter& releases = metrics_.GetCounter("ebb_releases_total", "Runs that gave arena memory back.", {{"model", model.name}});
+  RunObserver observer = [&](const RunRecord& r) {
+    if (!r.release_spec.empty() || r.trimmed) releases.Increment();
+  };
+  OperationOptions options;
+  options.observer = &observer;
+  std::vector<Tensor> frames = SplitBatch(batch);
+  auto results = model.config.tile ? RunTiled(runtime_, model.session, frames, *model.config.tile, options)
+                                   : RunPerFrame(runtime_, model.session, frames, options);
+  if (!results.ok()) return results.status();
+  auto stacked = StackBatch(*results);
+  if (!stacked.ok()) return stacked.status();
+  std::vector<NamedTensor> outputs;
+  outputs.push_back({out_name, std::move(stacked).value()});
+  return outputs;
+}
+
+void InferenceService::RegisterCollectors() {
+  auto arena_field = [this](int64_t ArenaStats::*field) {
+    return [this, field] {
+      std::vector<std::pair<Labels, double>> samples;
+      for (const ArenaStats& a : runtime_.ReadMemory().arenas) {
+        samples.push_back({{{"arena", a.name}}, static_cast<double>(a.*field)});
+      }
+      return samples;
+    };
+  };
+  metrics_.AddCollector("ebb_arena_reserved_bytes", "Bytes an ONNX Runtime arena holds from the OS or driver.",
+                        arena_field(&ArenaStats::reserved));
+  metrics_.AddCollector("ebb_arena_in_use_bytes", "Bytes of an arena handed out to live tensors.",
+                        arena_field(&ArenaStats::in_use));
+  metrics_.AddCollector("ebb_arena_peak_in_use_bytes", "High-water mark of an arena's bytes in use.",
+                        arena_field(&ArenaStats::peak_in_use));
+  metrics_.AddCollector("ebb_process_resident_memory_bytes", "Resident set size of the ebb process.", [] {
+    return std::vector<std::pair<Labels, double>>{{{}, static_cast<double>(ReadRssBytes())}};
+  });
+  metrics_.AddCollector("ebb_gpu_memory_used_bytes", "GPU memory in use, per device (NVML).", [] {
+    std::vector<std::pair<Labels, double>> samples;
+    for (const GpuMemory& g : ReadGpuMemory()) samples.push_back({{{"gpu", std::to_string(g.index)}}, double(g.used)});
+    return samples;
+  });
+  metrics_.AddCollector("ebb_model_ready", "1 when a model is loaded and ready, else 0.", [this] {
+    std::vector<std::pair<Labels, double>> samples;
+    for (const ModelInfo& m : repository_.Index()) {
+      samples.push_back({{{"model", m.name}}, m.state == ModelState::kReady ? 1.0 : 0.0});
+    }
+    return samples;
+  });
+}
+
+}  // namespace ebb::server
