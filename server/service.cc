@@ -248,6 +248,12 @@ void InferenceService::RegisterCollectors() {
     for (const GpuMemory& g : ReadGpuMemory()) samples.push_back({{{"gpu", std::to_string(g.index)}}, double(g.used)});
     return samples;
   });
+  metrics_.AddCollector("ebb_inference_running", "Inferences running now.", [this] {
+    return std::vector<std::pair<Labels, double>>{{{}, static_cast<double>(admission_.running())}};
+  });
+  metrics_.AddCollector("ebb_inference_queued", "Inferences waiting for a worker now.", [this] {
+    return std::vector<std::pair<Labels, double>>{{{}, static_cast<double>(admission_.waiting())}};
+  });
   metrics_.AddCollector("ebb_model_ready", "1 when a model is loaded and ready, else 0.", [this] {
     std::vector<std::pair<Labels, double>> samples;
     for (const ModelInfo& m : repository_.Index()) {

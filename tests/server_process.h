@@ -1,0 +1,82 @@
+// Test helper: starts the real `ebb serve` as a child process on a free
+// loopback port, and stops it with a signal.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace ebb::testing {
+
+class ServerProcess {
+ public:
+  // Starts `ebb serve --port 0 <args>` and waits for it to print its URL.
+  bool Start(const std::vector<std::string>& args) {
+    int out[2];
+    if (pipe(out) != 0) return false;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(out[1], STDOUT_FILENO);
+      close(out[0]);
+      std::vector<std::string> all = {EBB_BINARY, "serve", "--port", "0", "--device", "cpu"};
+      all.insert(all.end(), args.begin(), args.end());
+      std::vector<char*> argv;
+      for (std::string& a : all) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(out[1]);
+    stdout_ = fdopen(out[0], "r");
+    char line[4096];
+    while (fgets(line, sizeof line, stdout_)) {
+      std::string s(line);
+      auto at = s.find("http://127.0.0.1:");
+      if (at != std::string::npos) {
+        port_ = std::stoi(s.substr(at + 17));
+        // Keep draining stdout so the child never blocks on a full pipe.
+        drain_ = std::thread([f = stdout_] {
+          char buf[4096];
+          while (fgets(buf, sizeof buf, f)) {
+          }
+        });
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Sends `sig` and returns the exit code (-1 if it did not exit normally).
+  int Stop(int sig = SIGTERM) {
+    if (pid_ <= 0) return -1;
+    kill(pid_, sig);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    if (drain_.joinable()) drain_.join();
+    if (stdout_) fclose(stdout_);
+    stdout_ = nullptr;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  ~ServerProcess() {
+    if (pid_ > 0) Stop(SIGKILL);
+  }
+
+  int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  FILE* stdout_ = nullptr;
+  std::thread drain_;
+};
+
+}  // namespace ebb::testing

@@ -1,0 +1,403 @@
+// Black-box tests of `ebb serve`: the real server process on a free loopback
+// port, driven with a real HTTP client (cpp-httplib), results checked against
+// an in-process run of the same models.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "ebb/runtime.h"
+#include "ebb/tiler.h"
+#include "protocol.h"
+#include "server_process.h"
+#include "test_util.h"
+
+namespace ebb {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::string kModels = EBB_MODELS_DIR;
+
+// A repository of copies of the bundled models (tiled upscaler with small
+// tiles) and one broken model.
+std::string MakeRepository() {
+  const fs::path root = fs::path(::testing::TempDir()) / ("ebb_repo_" + std::to_string(getpid()));
+  fs::remove_all(root);
+  for (const char* name : {"tiny", "mixed", "convnet", "waifu2x_scale2x"}) {
+    fs::create_directories(root / name);
+    fs::copy_file(kModels + "/" + name + "/model.onnx", root / name / "model.onnx");
+  }
+  std::ofstream(root / "waifu2x_scale2x" / "config.json")
+      << R"({"kind": "image_to_image", "device": "cpu", "tile": {"size": 32, "overlap": 6}})";
+  fs::create_directories(root / "broken");
+  std::ofstream(root / "broken" / "model.onnx") << "not a model";
+  // A link that leads out of the repository.
+  const fs::path outside = root.string() + "_outside";
+  fs::create_directories(outside / "escape");
+  fs::copy_file(kModels + "/tiny/model.onnx", outside / "escape" / "model.onnx", fs::copy_options::overwrite_existing);
+  fs::create_symlink(outside / "escape", root / "escape");
+  return root.string();
+}
+
+void RemoveRepository(const std::string& repo) {
+  fs::remove_all(repo);
+  fs::remove_all(repo + "_outside");
+}
+
+json Input(const std::string& name, const Shape& shape, const char* type, json data) {
+  return {{"name", name}, {"shape", shape}, {"datatype", type}, {"data", std::move(data)}};
+}
+
+json MixedRequest() {
+  return {{"inputs",
+           {Input("a", {2, 4}, "FP32", {1.5, 2, 3, 4, 5, 6, 7, 8}), Input("b", {2, 4}, "INT64", {1, 2, 3, 4, 5, 6, 7, 8}),
+            Input("c", {2, 4}, "UINT8", {0, 1, 2, 3, 250, 251, 252, 253}),
+            Input("flag", {2, 4}, "BOOL", {true, false, true, false, false, false, true, true})}}};
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    repository_ = MakeRepository();
+    server_ = new testing::ServerProcess();
+    ASSERT_TRUE(server_->Start({"--repository", repository_, "--max-body-bytes", "8000000"}));
+    auto rt = Runtime::Create();
+    ASSERT_TRUE(rt.ok());
+    runtime_ = std::move(rt).value().release();
+  }
+  static void TearDownTestSuite() {
+    EXPECT_EQ(server_->Stop(SIGTERM), 0);
+    delete server_;
+    delete runtime_;
+    RemoveRepository(repository_);
+  }
+
+  httplib::Client Client() const {
+    httplib::Client c("127.0.0.1", server_->port());
+    c.set_read_timeout(60, 0);
+    return c;
+  }
+  httplib::Result Post(const std::string& path, const std::string& body,
+                       const std::string& type = "application/json") const {
+    return Client().Post(path.c_str(), body, type.c_str());
+  }
+  static std::shared_ptr<Session> Local(const std::string& name) {
+    auto s = runtime_->Load(repository_ + "/" + name + "/model.onnx", {.device = DeviceRequest::Cpu()});
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return *s;
+  }
+  // The value of one sample of /metrics, or -1.
+  double Metric(const std::string& sample) const {
+    auto res = Client().Get("/metrics");
+    if (!res) return -1;
+    std::istringstream lines(res->body);
+    std::string line;
+    while (std::getline(lines, line)) {
+      if (line.rfind(sample + " ", 0) == 0) return std::stod(line.substr(sample.size() + 1));
+    }
+    return -1;
+  }
+
+  static inline std::string repository_;
+  static inline testing::ServerProcess* server_ = nullptr;
+  static inline Runtime* runtime_ = nullptr;
+};
+
+TEST_F(ServerTest, HealthAndMetadataEndpoints) {
+  auto c = Client();
+  auto live = c.Get("/v2/health/live");
+  ASSERT_TRUE(live);
+  EXPECT_EQ(live->status, 200);
+  EXPECT_EQ(c.Get("/v2/health/ready")->status, 200);
+  json server = json::parse(c.Get("/v2")->body);
+  EXPECT_EQ(server["name"], "ebb");
+  EXPECT_NE(server["extensions"].dump().find("binary_tensor_data"), std::string::npos);
+  auto meta = c.Get("/v2/models/convnet");
+  ASSERT_EQ(meta->status, 200);
+  json m = json::parse(meta->body);
+  EXPECT_EQ(m["inputs"][0]["name"], "x");
+  EXPECT_EQ(m["inputs"][0]["datatype"], "FP32");
+  EXPECT_EQ(m["inputs"][0]["shape"], json({-1, 3, -1, -1}));
+  EXPECT_EQ(c.Get("/v2/models/convnet/ready")->status, 200);
+  EXPECT_EQ(c.Get("/v2/models/nope/ready")->status, 404);
+}
+
+TEST_F(ServerTest, JsonInferenceMatchesAnInProcessRun) {
+  auto res = Post("/v2/models/mixed/infer", MixedRequest().dump());
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  json out = json::parse(res->body);
+  auto request = server::ParseInferRequest(MixedRequest().dump(), std::nullopt);
+  ASSERT_TRUE(request.ok());
+  auto local = Local("mixed")->Run(request->inputs);
+  ASSERT_TRUE(local.ok());
+  json expected = json::parse(server::EncodeInferResponse("mixed", "1", *request, *local).body);
+  EXPECT_EQ(out["outputs"], expected["outputs"]);
+  EXPECT_EQ(out["outputs"][0]["data"][0], 1.5 + 1 + 0);  // sum = a + b + c
+}
+
+TEST_F(ServerTest, BinaryInferenceMatchesBitwise) {
+  Tensor x = testing::RandomTensor({1, 3, 24, 20}, 3);
+  json header = {{"inputs", {{{"name", "x"}, {"shape", x.shape()}, {"datatype", "FP32"},
+                               {"parameters", {{"binary_data_size", x.byte_size()}}}}}},
+                 {"outputs", {{{"name", "y"}, {"parameters", {{"binary_data", true}}}}}}};
+  const std::string json_part = header.dump();
+  std::string body = json_part + std::string(reinterpret_cast<const char*>(x.data()), x.byte_size());
+  httplib::Headers headers = {{"Inference-Header-Content-Length", std::to_string(json_part.size())}};
+  auto res = Client().Post("/v2/models/convnet/infer", headers, body, "application/octet-stream");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const size_t json_len = std::stoul(res->get_header_value("Inference-Header-Content-Length"));
+  json out = json::parse(res->body.substr(0, json_len));
+  EXPECT_EQ(out["outputs"][0]["parameters"]["binary_data_size"], x.byte_size());
+  auto local = Local("convnet")->Run(testing::One("x", x.Clone()));
+  ASSERT_TRUE(local.ok());
+  const Tensor& y = (*local)[0].tensor;
+  ASSERT_EQ(res->body.size() - json_len, y.byte_size());
+  EXPECT_EQ(0, std::memcmp(res->body.data() + json_len, y.data(), y.byte_size()));
+}
+
+TEST_F(ServerTest, TiledImageModelRunsTheWholeOperationAndReleasesOnce) {
+  const std::string releases = R"(ebb_releases_total{model="waifu2x_scale2x"})";
+  const double before = std::max(0.0, Metric(releases));
+  Tensor batch = testing::RandomTensor({2, 3, 40, 36}, 9);
+  json request = {{"inputs", {Input("x", batch.shape(), "FP32", json(std::vector<float>(batch.values<float>().begin(),
+                                                                                           batch.values<float>().end())))}}};
+  auto res = Post("/v2/models/waifu2x_scale2x/infer", request.dump());
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  json out = json::parse(res->body);
+  EXPECT_EQ(out["outputs"][0]["shape"], json({2, 3, 80, 72}));
+  EXPECT_EQ(Metric(releases), before + 1) << "one release per request, after its last tile";
+  // Same as the operation run in-process.
+  std::vector<Tensor> frames;
+  frames.push_back(testing::RandomTensor({1, 3, 40, 36}, 0));
+  std::memcpy(frames[0].data(), batch.data() + batch.byte_size() / 2, batch.byte_size() / 2);
+  auto local = RunTiled(*runtime_, Local("waifu2x_scale2x"), frames, {.tile = 32, .overlap = 6});
+  ASSERT_TRUE(local.ok());
+  auto v = (*local)[0].values<float>();
+  const json& data = out["outputs"][0]["data"];
+  const size_t offset = v.size();
+  for (size_t i = 0; i < v.size(); i += 97) ASSERT_FLOAT_EQ(data[offset + i].get<float>(), v[i]) << i;
+}
+
+TEST_F(ServerTest, LoadUnloadReloadAndOnDemandLoad) {
+  auto c = Client();
+  const std::string loads = R"(ebb_model_loads_total{model="tiny"})";
+  const double loads_before = Metric(loads);
+  ASSERT_EQ(Post("/v2/repository/models/tiny/unload", "")->status, 200);
+  EXPECT_EQ(c.Get("/v2/models/tiny/ready")->status, 400);
+  json index = json::parse(Post("/v2/repository/index", "")->body);
+  bool seen = false;
+  for (const json& m : index) {
+    if (m["name"] == "tiny") {
+      EXPECT_EQ(m["state"], "UNAVAILABLE");
+      seen = true;
+    }
+    if (m["name"] == "broken") {
+      EXPECT_EQ(m["state"], "UNAVAILABLE");
+    }
+  }
+  EXPECT_TRUE(seen);
+  ASSERT_EQ(Post("/v2/repository/models/tiny/load", "")->status, 200);
+  EXPECT_EQ(c.Get("/v2/models/tiny/ready")->status, 200);
+  EXPECT_EQ(Metric(loads), loads_before + 1);
+  // Loading a loaded model again keeps its cached session: no new ORT session,
+  // but the repository counts the load request.
+  ASSERT_EQ(Post("/v2/repository/models/tiny/unload", "")->status, 200);
+  json request = {{"inputs", {Input("x", {1, 64}, "FP32", json(std::vector<float>(64, 0.5f)))}}};
+  auto res = Post("/v2/models/tiny/infer", request.dump());
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(c.Get("/v2/models/tiny/ready")->status, 200) << "a request loads an unloaded model on demand";
+  EXPECT_EQ(Metric(loads), loads_before + 2);
+}
+
+TEST_F(ServerTest, MetricsParseAndTheArenaGaugesShowTheRelease) {
+  Tensor x = testing::RandomTensor({1, 3, 384, 384}, 4);
+  json header = {{"inputs", {{{"name", "x"}, {"shape", x.shape()}, {"datatype", "FP32"},
+                               {"parameters", {{"binary_data_size", x.byte_size()}}}}}},
+                 {"parameters", {{"binary_data_output", true}}}};
+  const std::string json_part = header.dump();
+  const double releases = std::max(0.0, Metric(R"(ebb_releases_total{model="convnet"})"));
+  auto res = Client().Post("/v2/models/convnet/infer", {{"Inference-Header-Content-Length", std::to_string(json_part.size())}},
+                           json_part + std::string(reinterpret_cast<const char*>(x.data()), x.byte_size()),
+                           "application/octet-stream");
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(Metric(R"(ebb_releases_total{model="convnet"})"), releases + 1);
+  const double peak = Metric(R"(ebb_arena_peak_in_use_bytes{arena="cpu:shared"})");
+  const double reserved = Metric(R"(ebb_arena_reserved_bytes{arena="cpu:shared"})");
+  EXPECT_GT(peak, 16.0 * 384 * 384 * 4) << "the run's 16-channel activations were in the arena";
+  EXPECT_LT(reserved, 1 << 20) << "and went back after the run";
+  EXPECT_GT(Metric("ebb_process_resident_memory_bytes"), 0);
+
+  auto text = Client().Get("/metrics");
+  const std::string path = ::testing::TempDir() + "/ebb_metrics.txt";
+  std::ofstream(path) << text->body;
+  if (std::system("command -v promtool > /dev/null") != 0) GTEST_SKIP() << "promtool not installed";
+  FILE* p = popen(("promtool check metrics < " + path + " 2>&1").c_str(), "r");
+  std::string said;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p)) said += buf;
+  EXPECT_EQ(pclose(p), 0) << said;
+  EXPECT_EQ(said, "");
+}
+
+struct BadRequest {
+  const char* what;
+  std::string path;
+  std::string body;
+  httplib::Headers headers;
+  int status;
+  const char* mentions;
+};
+
+TEST_F(ServerTest, BadRequestsGetClearErrorsAndTheServerKeepsServing) {
+  const std::string x12 = std::string(12 * 4, '\0');
+  const std::string binary_header =
+      R"({"inputs":[{"name":"x","shape":[1,3,2,2],"datatype":"FP32","parameters":{"binary_data_size":40}}]})";
+  const std::vector<BadRequest> cases = {
+      {"malformed JSON", "/v2/models/mixed/infer", "{\"inputs\": [", {}, 400, "JSON"},
+      {"unknown model", "/v2/models/nope/infer", MixedRequest().dump(), {}, 404, "unknown model 'nope'"},
+      {"a path as model name", "/v2/models/..%2F..%2Fetc/infer", MixedRequest().dump(), {}, 404, "no such endpoint"},
+      {"a hidden name", "/v2/models/..tiny/infer", MixedRequest().dump(), {}, 400, "invalid model name"},
+      {"a link out of the repository", "/v2/models/escape/infer", MixedRequest().dump(), {}, 400,
+       "resolves outside the repository"},
+      {"wrong input name", "/v2/models/tiny/infer",
+       json{{"inputs", {Input("z", {1, 64}, "FP32", json(std::vector<float>(64)))}}}.dump(), {}, 400, "no input named 'z'"},
+      {"wrong datatype", "/v2/models/tiny/infer",
+       json{{"inputs", {Input("x", {1, 64}, "INT32", json(std::vector<int>(64)))}}}.dump(), {}, 400, "must be FP32"},
+      {"wrong shape", "/v2/models/tiny/infer",
+       json{{"inputs", {Input("x", {1, 32}, "FP32", json(std::vector<float>(32)))}}}.dump(), {}, 400, "[1,64]"},
+      {"data length not matching the shape", "/v2/models/tiny/infer",
+       json{{"inputs", {Input("x", {1, 64}, "FP32", json(std::vector<float>(63)))}}}.dump(), {}, 400, "63"},
+      {"inconsistent binary lengths", "/v2/models/convnet/infer",
+       binary_header + x12, {{"Inference-Header-Content-Length", std::to_string(binary_header.size())}}, 400,
+       "binary_data_size"},
+      {"body over the size limit", "/v2/models/tiny/infer", std::string(9000000, ' '), {}, 413, "limit"},
+      {"model that failed to load", "/v2/models/broken/infer", MixedRequest().dump(), {}, 503, "failed to load"},
+  };
+  for (const BadRequest& c : cases) {
+    auto res = Client().Post(c.path.c_str(), c.headers, c.body, "application/json");
+    ASSERT_TRUE(res) << c.what;
+    EXPECT_EQ(res->status, c.status) << c.what << ": " << res->body;
+    json err = json::parse(res->body, nullptr, false);
+    ASSERT_TRUE(err.is_object() && err.contains("error")) << c.what << ": " << res->body;
+    EXPECT_NE(err["error"].get<std::string>().find(c.mentions), std::string::npos) << c.what << ": " << res->body;
+    auto good = Post("/v2/models/mixed/infer", MixedRequest().dump());
+    ASSERT_TRUE(good);
+    EXPECT_EQ(good->status, 200) << "after " << c.what;
+  }
+}
+
+TEST_F(ServerTest, ConcurrentClientsOnTwoModels) {
+  json tiny = {{"inputs", {Input("x", {1, 64}, "FP32", json(std::vector<float>(64, 0.25f)))}}};
+  const std::string expected_tiny = Post("/v2/models/tiny/infer", tiny.dump())->body;
+  const std::string expected_mixed = Post("/v2/models/mixed/infer", MixedRequest().dump())->body;
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 8; ++t) {
+    clients.emplace_back([&, t] {
+      for (int i = 0; i < 15; ++i) {
+        auto res = t % 2 ? Post("/v2/models/tiny/infer", tiny.dump()) : Post("/v2/models/mixed/infer", MixedRequest().dump());
+        if (!res || res->status != 200 || res->body != (t % 2 ? expected_tiny : expected_mixed)) ++wrong;
+      }
+    });
+  }
+  for (auto& c : clients) c.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+TEST_F(ServerTest, ASlowClientDoesNotBlockOthers) {
+  // A client that sends half a request and then nothing.
+  httplib::Client slow("127.0.0.1", server_->port());
+  std::thread stalled([&] {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+      const char partial[] = "POST /v2/models/tiny/infer HTTP/1.1\r\nContent-Length: 100\r\n\r\n{\"inp";
+      (void)!write(fd, partial, sizeof partial - 1);
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+    }
+    close(fd);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(Client().Get("/v2/health/ready")->status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  stalled.join();
+}
+
+// --- Separate servers: queue limits and shutdown -----------------------------------
+
+std::string BigConvnetRequest(int side) {
+  Tensor x = testing::RandomTensor({1, 3, side, side}, 1);
+  json header = {{"inputs", {{{"name", "x"}, {"shape", x.shape()}, {"datatype", "FP32"},
+                               {"parameters", {{"binary_data_size", x.byte_size()}}}}}},
+                 {"parameters", {{"binary_data_output", true}}}};
+  return header.dump() + "\n" + std::string(reinterpret_cast<const char*>(x.data()), x.byte_size());
+}
+
+// Waits until the server reports an inference running.
+void WaitUntilRunning(int port) {
+  httplib::Client probe("127.0.0.1", port);
+  for (int i = 0; i < 1000; ++i) {
+    auto m = probe.Get("/metrics");
+    if (m && m->body.find("\nebb_inference_running 1\n") != std::string::npos) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ADD_FAILURE() << "no inference started";
+}
+
+httplib::Result PostBig(int port, const std::string& body) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(120, 0);
+  const size_t json_len = body.find('\n') + 1;
+  return c.Post("/v2/models/convnet/infer", {{"Inference-Header-Content-Length", std::to_string(json_len)}}, body,
+                "application/octet-stream");
+}
+
+TEST(ServerLimitsTest, AFullQueueAnswers503AndTheServerRecovers) {
+  const std::string repo = MakeRepository();
+  testing::ServerProcess server;
+  ASSERT_TRUE(server.Start({"--repository", repo, "--workers", "1", "--queue", "0"}));
+  const std::string big = BigConvnetRequest(2048);
+  std::thread first([&] { EXPECT_EQ(PostBig(server.port(), big)->status, 200); });
+  WaitUntilRunning(server.port());  // the first request holds the only worker
+  auto refused = PostBig(server.port(), BigConvnetRequest(16));
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_NE(refused->body.find("server busy"), std::string::npos) << refused->body;
+  first.join();
+  EXPECT_EQ(PostBig(server.port(), BigConvnetRequest(16))->status, 200);
+  EXPECT_EQ(server.Stop(SIGINT), 0);
+  RemoveRepository(repo);
+}
+
+TEST(ServerShutdownTest, SigtermLetsRequestsInFlightFinishThenExitsZero) {
+  const std::string repo = MakeRepository();
+  testing::ServerProcess server;
+  ASSERT_TRUE(server.Start({"--repository", repo}));
+  const std::string big = BigConvnetRequest(1536);
+  std::atomic<int> status{0};
+  std::thread in_flight([&] {
+    auto res = PostBig(server.port(), big);
+    status = res ? res->status : -1;
+  });
+  WaitUntilRunning(server.port());
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+  in_flight.join();
+  EXPECT_EQ(status.load(), 200) << "the request in flight was answered before the exit";
+  RemoveRepository(repo);
+}
+
+}  // namespace
+}  // namespace ebb
