@@ -19,5 +19,6 @@ struct BenchOptions {
 int BenchOverhead(const BenchOptions& options);
 int BenchFloor(const BenchOptions& options);
 int BenchRelease(const BenchOptions& options);
+int BenchHttp(const BenchOptions& options);
 
 }  // namespace ebb::cli

@@ -22,7 +22,7 @@ int BenchOverhead(const BenchOptions& options) {
   for (int i = 0; i < 5; ++i) {
     if (!bare() || !ebb_run()) return Fail(Internal("warm-up run failed"));
   }
-  const int n = options.iterations ? options.iterations : 60;
+  const int n = options.iterations ? options.iterations : 150;
   std::vector<double> bare_ms, ebb_ms, release_ms;
   for (int i = 0; i < n; ++i) {
     // Alternate the order so that drift on a shared machine hits both alike.

@@ -118,6 +118,7 @@ int main(int argc, char** argv) {
   auto* overhead_cmd = add_bench("overhead", "the run boundary against a bare ORT Run on the same session and input");
   auto* floor_cmd = add_bench("floor", "reserved and RSS after load, at the peak, and after release");
   auto* release_cmd = add_bench("release", "a tiled multi-frame operation under every release mode");
+  auto* http_cmd = add_bench("http", "the server's own cost per request over the run boundary");
 
   CLI11_PARSE(app, argc, argv);
   if (*demo_cmd) return RunDemo(demo);
@@ -133,5 +134,6 @@ int main(int argc, char** argv) {
   if (*overhead_cmd) return BenchOverhead(bench);
   if (*floor_cmd) return BenchFloor(bench);
   if (*release_cmd) return BenchRelease(bench);
+  if (*http_cmd) return BenchHttp(bench);
   return 1;
 }

@@ -63,6 +63,7 @@ HttpServer::HttpServer(InferenceService& service, HttpOptions options)
     : impl_(std::make_unique<Impl>(service, std::move(options))) {
   const size_t threads = impl_->options.threads;
   impl_->http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  impl_->http.set_tcp_nodelay(true);  // small responses must not wait for delayed ACKs
   impl_->http.set_payload_max_length(impl_->options.max_body_bytes);
   impl_->http.set_read_timeout(impl_->options.read_timeout_s, 0);
   impl_->http.set_write_timeout(impl_->options.write_timeout_s, 0);

@@ -148,6 +148,14 @@ std::vector<std::pair<std::string, Status>> ModelRepository::LoadAll() {
 }
 
 Result<ModelHandle> ModelRepository::Acquire(const std::string& name) {
+  {
+    // Fast path: a READY model was confined to the repository when it loaded.
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = slots_.find(name);
+    if (it != slots_.end() && it->second.state == ModelState::kReady) {
+      return ModelHandle{name, it->second.session, it->second.config};
+    }
+  }
   if (auto folder = FolderOf(name); !folder.ok()) return folder.status();
   std::unique_lock<std::mutex> lock(mu_);
   Slot* slot = &slots_[name];

@@ -1,0 +1,80 @@
+// `ebb bench http`: what the server itself costs. The same small model and
+// request are run in-process through the run boundary and over HTTP/1.1 on
+// loopback (keep-alive, one client); the difference of the medians is the
+// server's overhead per request.
+#include <httplib.h>
+
+#include <thread>
+
+#include "bench.h"
+#include "http_server.h"
+#include "metrics.h"
+#include "repository.h"
+#include "service.h"
+
+namespace ebb::cli {
+
+int BenchHttp(const BenchOptions& options) {
+  const std::string model = options.model == "convnet" ? "tiny" : options.model;  // a small model by default
+  const int n = options.iterations ? options.iterations : 2000;
+  auto runtime = MakeRuntime(options.common);
+  if (!runtime) return 1;
+  server::MetricsRegistry metrics;
+  auto repository = server::ModelRepository::Open(*runtime, {.root = options.common.models_dir});
+  if (!repository.ok()) return Fail(repository.status());
+  if (Status st = (*repository)->Load(model); !st.ok()) return Fail(st);
+  server::InferenceService service(*runtime, **repository, metrics, {});
+  server::HttpServer http(service, {.port = 0});
+  if (Status st = http.Bind(); !st.ok()) return Fail(st);
+  std::thread serving([&http] { http.Serve(); });
+
+  auto handle = (*repository)->Acquire(model);
+  if (!handle.ok()) return Fail(handle.status());
+  const TensorInfo& in = handle->session->inputs()[0];
+  Shape shape = in.shape;
+  for (int64_t& d : shape) d = d < 0 ? 1 : d;
+  std::vector<float> values(static_cast<size_t>(ElementCount(shape)), 0.5f);
+  std::vector<NamedTensor> inputs;
+  inputs.push_back({in.name, Tensor::FromFloats(shape, values)});
+  const std::string body =
+      nlohmann::json{{"inputs", {{{"name", in.name}, {"shape", shape}, {"datatype", "FP32"}, {"data", values}}}}}.dump();
+  const std::string path = "/v2/models/" + model + "/infer";
+
+  httplib::Client client("127.0.0.1", http.port());
+  client.set_keep_alive(true);
+  client.set_tcp_nodelay(true);
+  std::vector<double> local_us, http_us, live_us;
+  int failures = 0;
+  for (int i = 0; i < n + 50; ++i) {  // the first 50 of each warm up
+    double t0 = NowMs();
+    failures += handle->session->Run(inputs).ok() ? 0 : 1;
+    double t1 = NowMs();
+    auto res = client.Post(path.c_str(), body, "application/json");
+    double t2 = NowMs();
+    failures += res && res->status == 200 ? 0 : 1;
+    double t3 = NowMs();
+    auto live = client.Get("/v2/health/live");  // the transport's own floor: a request that does nothing
+    double t4 = NowMs();
+    failures += live && live->status == 200 ? 0 : 1;
+    if (i >= 50) {
+      live_us.push_back((t4 - t3) * 1000);
+      local_us.push_back((t1 - t0) * 1000);
+      http_us.push_back((t2 - t1) * 1000);
+    }
+  }
+  http.Stop();
+  serving.join();
+  const double local_p50 = Median(local_us), http_p50 = Median(http_us);
+  PrintJson({{"model", model},
+             {"requests", n},
+             {"failures", failures},
+             {"in_process_p50_us", local_p50},
+             {"http_p50_us", http_p50},
+             {"http_p99_us", Percentile(http_us, 0.99)},
+             {"overhead_p50_us", http_p50 - local_p50},
+             {"health_live_p50_us", Median(live_us)},
+             {"goal_overhead_p50_us_max", 150}});
+  return failures ? 1 : 0;
+}
+
+}  // namespace ebb::cli
