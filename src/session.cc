@@ -73,9 +73,13 @@ Result<Tensor> CopyOut(const Ort::Value& value, const std::string& name) {
   auto info = value.GetTensorTypeAndShapeInfo();
   std::optional<DataType> type = FromOnnxType(info.GetElementType());
   if (!type) return InvalidArgument("output '" + name + "' has an element type ebb does not support");
-  Tensor t(*type, info.GetShape());
-  if (t.byte_size()) std::memcpy(t.data(), value.GetTensorRawData(), t.byte_size());
-  return t;
+  try {
+    Tensor t(*type, info.GetShape());
+    if (t.byte_size()) std::memcpy(t.data(), value.GetTensorRawData(), t.byte_size());
+    return t;
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("out of memory copying output '" + name + "'");
+  }
 }
 
 // A run's inputs in model order, checked against what the model declares.
@@ -254,9 +258,14 @@ Result<std::vector<NamedTensor>> Session::Run(const std::vector<NamedTensor>& in
     std::vector<Ort::Value> values;
     results.clear();
     if (preallocate) {
-      for (size_t i : out_index) {
-        results.emplace_back(s.outputs[i].type, known[i]);
-        values.push_back(detail::WrapTensor(results.back()));
+      try {
+        for (size_t i : out_index) {
+          results.emplace_back(s.outputs[i].type, known[i]);
+          values.push_back(detail::WrapTensor(results.back()));
+        }
+      } catch (const std::bad_alloc&) {
+        status = ResourceExhausted("run of model '" + s.name + "': out of memory allocating its outputs");
+        break;
       }
     } else {
       values.resize(out_index.size());
@@ -267,6 +276,8 @@ Result<std::vector<NamedTensor>> Session::Run(const std::vector<NamedTensor>& in
       status = Status::Ok();
     } catch (const Ort::Exception& e) {
       status = detail::StatusFromOrt(e, "run of model '" + s.name + "' on " + s.device.ToString(), s.arena_desc);
+    } catch (const std::exception& e) {  // e.g. std::bad_alloc from ORT's C++ glue
+      status = detail::StatusFromMessage(ORT_FAIL, e.what(), "run of model '" + s.name + "'", s.arena_desc);
     }
     if (status.ok() && !preallocate) {
       std::vector<Shape> seen(s.outputs.size());

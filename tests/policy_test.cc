@@ -13,6 +13,8 @@ TEST(MemoryPolicyTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(p.cuda.arena_settings.extend_strategy, ExtendStrategy::kSameAsRequested);
   EXPECT_TRUE(p.weights_outside_arena);
   EXPECT_FALSE(p.strict_device);
+  EXPECT_FALSE(p.memory_pattern);
+  EXPECT_TRUE(p.trim_heap_after_release);
 }
 
 TEST(MemoryPolicyTest, EmptyObjectKeepsDefaults) {

@@ -94,8 +94,9 @@ struct MemoryPolicy {
   // After a release, hand freed heap pages back to the OS (malloc_trim), so the
   // process RSS falls and not only the arena counters. glibc keeps them otherwise.
   bool trim_heap_after_release = true;
-  // When a requested device (cuda:N or auto) cannot be used: false falls back
-  // to CPU and records why; true fails the load with kUnavailable.
+  // When an explicitly requested device (cuda:N) cannot be used: false falls
+  // back to CPU and records why; true fails the load with kUnavailable.
+  // "auto" always falls back: it means "CUDA if it can be used".
   bool strict_device = false;
   // ORT's memory pattern: after the first run of an input shape, ORT plans
   // the whole run's intermediates as ONE block and allocates it per run. With
