@@ -1,0 +1,412 @@
+#include "ebb/model_pool.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "log.h"
+
+namespace ebb {
+
+using Clock = std::chrono::steady_clock;
+
+const char* PoolStateName(PoolState state) {
+  switch (state) {
+    case PoolState::kUnloaded: return "UNAVAILABLE";
+    case PoolState::kLoading: return "LOADING";
+    case PoolState::kReady: return "READY";
+  }
+  return "UNKNOWN";
+}
+
+const char* EvictReasonName(EvictReason reason) {
+  switch (reason) {
+    case EvictReason::kBudget: return "budget";
+    case EvictReason::kKeepAlive: return "keep_alive";
+    case EvictReason::kOutOfMemory: return "out_of_memory";
+    case EvictReason::kUnload: return "unload";
+  }
+  return "unknown";
+}
+
+struct ModelPool::Entry {
+  ModelSpec spec;
+  PoolState state = PoolState::kUnloaded;
+  std::shared_ptr<Session> session;
+  std::string device;            // resolved device once loaded
+  std::string reason;
+  int64_t file_bytes = 0;        // the provisional charge before a first load
+  int64_t load_bytes = 0;
+  int64_t transient_bytes = 0;
+  bool loaded_once = false;
+  int in_flight = 0;
+  Clock::time_point last_used = Clock::now();
+  int64_t keep_alive_ms = -1;    // effective keep-alive of the last call
+  uint64_t loads = 0;
+};
+
+namespace {
+
+// Resets the process's RSS high-water mark (VmHWM) so that the next reading
+// is the peak of what happens from now on.
+void ResetPeakRss() {
+  if (FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
+    std::fputs("5", f);
+    std::fclose(f);
+  }
+}
+
+int64_t GpuUsed(int index) {
+  for (const GpuMemory& g : ReadGpuMemory()) {
+    if (g.index == index) return g.used;
+  }
+  return 0;
+}
+
+}  // namespace
+
+Lease::Lease(Lease&& o) noexcept
+    : pool_(o.pool_),
+      name_(std::move(o.name_)),
+      session_(std::move(o.session_)),
+      keep_alive_ms_(o.keep_alive_ms_),
+      measure_generation_(o.measure_generation_),
+      rss_at_start_(o.rss_at_start_) {
+  o.pool_ = nullptr;
+}
+
+Lease::~Lease() {
+  if (pool_) pool_->Release(*this);
+}
+
+ModelPool::ModelPool(Runtime& runtime, PoolOptions options, EventFn on_event)
+    : runtime_(runtime), options_(options), on_event_(std::move(on_event)) {
+  reaper_ = std::thread([this] { Reaper(); });
+}
+
+ModelPool::~ModelPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  reaper_.join();
+}
+
+void ModelPool::Add(ModelSpec spec) {
+  std::error_code ec;
+  const int64_t file_bytes = static_cast<int64_t>(std::filesystem::file_size(spec.path, ec));
+  spec.load.name = spec.name;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& e = entries_[spec.name];
+  if (!e) e = std::make_unique<Entry>();
+  e->file_bytes = ec ? 0 : file_bytes;
+  e->spec = std::move(spec);
+}
+
+bool ModelPool::Contains(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_.count(name) > 0;
+}
+
+std::string ModelPool::DeviceOf(const Entry& e) const {
+  if (!e.device.empty()) return e.device;
+  const DeviceRequest& d = e.spec.load.device;
+  return d.kind == DeviceRequest::Kind::kCuda ? d.ToString() : "cpu";
+}
+
+int64_t ModelPool::ChargeOf(const Entry& e) const {
+  return e.loaded_once ? e.load_bytes + e.transient_bytes : e.file_bytes;
+}
+
+int64_t ModelPool::budget(const std::string& device) const {
+  if (device == "cpu") {
+    return options_.cpu_budget_bytes
+               ? options_.cpu_budget_bytes
+               : static_cast<int64_t>(options_.cpu_budget_fraction * static_cast<double>(PhysicalMemoryBytes()));
+  }
+  if (options_.cuda_budget_bytes) return options_.cuda_budget_bytes;
+  auto request = DeviceRequest::Parse(device);
+  for (const GpuMemory& g : ReadGpuMemory()) {
+    if (request.ok() && g.index == request->index) {
+      return static_cast<int64_t>(options_.cuda_budget_fraction * static_cast<double>(g.total));
+    }
+  }
+  return 0;  // unknown: no budget
+}
+
+int64_t ModelPool::UsedLocked(const std::string& device) const {
+  int64_t used = 0;
+  for (const auto& [name, e] : entries_) {
+    if (e->state != PoolState::kUnloaded && DeviceOf(*e) == device) used += ChargeOf(*e);
+  }
+  return used;
+}
+
+int64_t ModelPool::used(const std::string& device) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return UsedLocked(device);
+}
+
+void ModelPool::EvictLocked(Entry& e, EvictReason reason, std::vector<PoolEvent>* events) {
+  if (e.session) runtime_.Unload(*e.session);  // out of the cache; freed with its last lease
+  e.session.reset();
+  e.state = PoolState::kUnloaded;
+  e.device.clear();
+  e.reason = std::string("evicted: ") + EvictReasonName(reason);
+  events->push_back({PoolEvent::Kind::kEvict, e.spec.name, false, 0, reason});
+}
+
+bool ModelPool::MakeRoomLocked(const std::string& device, int64_t need, const std::string& except,
+                               std::vector<PoolEvent>* events) {
+  const int64_t limit = budget(device);
+  if (limit <= 0) return true;
+  while (UsedLocked(device) + need > limit) {
+    Entry* victim = nullptr;
+    for (auto& [name, e] : entries_) {
+      if (name == except || e->state != PoolState::kReady || e->in_flight > 0 || e->spec.pinned) continue;
+      if (DeviceOf(*e) != device) continue;
+      if (!victim || e->last_used < victim->last_used) victim = e.get();
+    }
+    if (!victim) return false;
+    EvictLocked(*victim, EvictReason::kBudget, events);
+  }
+  return true;
+}
+
+Status ModelPool::LoadLocked(Entry& e, bool on_demand, std::unique_lock<std::mutex>& lock,
+                             std::vector<PoolEvent>* events) {
+  const ModelSpec spec = e.spec;
+  lock.unlock();
+  Result<std::shared_ptr<Session>> session = Status(Internal("not loaded"));
+  int64_t grew = 0;
+  const auto start = Clock::now();
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::lock_guard<std::mutex> one_load(load_mu_);
+    const bool cuda = spec.load.device.kind == DeviceRequest::Kind::kCuda;
+    const int64_t before = cuda ? GpuUsed(spec.load.device.index) : ReadRssBytes();
+    session = runtime_.Load(spec.path, spec.load);
+    if (session.ok()) {
+      const bool on_gpu = (*session)->device().kind == DeviceKind::kCuda;
+      grew = (on_gpu ? GpuUsed((*session)->device().index) : ReadRssBytes()) - before;
+      break;
+    }
+    if (session.status().code() != StatusCode::kResourceExhausted || attempt == 1) break;
+    // A real out-of-memory while loading: evict every idle model, trim, retry once.
+    lock.lock();
+    for (auto& [name, other] : entries_) {
+      if (other.get() != &e && other->state == PoolState::kReady && other->in_flight == 0 && !other->spec.pinned) {
+        EvictLocked(*other, EvictReason::kOutOfMemory, events);
+      }
+    }
+    lock.unlock();
+    (void)runtime_.Trim();
+  }
+  const double load_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  lock.lock();
+  if (!session.ok()) {
+    e.state = PoolState::kUnloaded;
+    e.reason = session.status().message();
+    changed_.notify_all();
+    return session.status();
+  }
+  e.session = *session;
+  e.device = (*session)->device().ToString();
+  e.state = PoolState::kReady;
+  e.reason.clear();
+  e.load_bytes = std::max<int64_t>(grew, 0);
+  e.loaded_once = true;
+  e.last_used = Clock::now();
+  ++e.loads;
+  events->push_back({PoolEvent::Kind::kLoad, spec.name, on_demand, load_ms, EvictReason::kBudget});
+  // The measured charge may exceed the provisional one: make room for it.
+  (void)MakeRoomLocked(e.device, 0, spec.name, events);
+  changed_.notify_all();
+  return Status::Ok();
+}
+
+Result<Lease> ModelPool::Acquire(const std::string& name, const AcquireOptions& options) {
+  std::vector<PoolEvent> events;
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = entries_.find(name);
+  if (it == entries_.end()) return NotFound("unknown model '" + name + "'");
+  Entry& e = *it->second;
+  const auto deadline = Clock::now() + options_.wait_for_capacity;
+  Status failure;
+  while (true) {
+    if (e.state == PoolState::kLoading) {
+      changed_.wait(lock);
+      continue;
+    }
+    const std::string device = DeviceOf(e);
+    if (e.state == PoolState::kReady) {
+      // Before an operation too: charges grow as models run, so the models
+      // loaded together must still fit.
+      if (MakeRoomLocked(device, 0, name, &events)) break;
+    } else {
+      if (!options.load_on_demand) {
+        return Unavailable("model '" + name + "' is not loaded" + (e.reason.empty() ? "" : " (" + e.reason + ")"));
+      }
+      if (MakeRoomLocked(device, ChargeOf(e), name, &events)) {
+        e.state = PoolState::kLoading;
+        failure = LoadLocked(e, /*on_demand=*/true, lock, &events);
+        if (!failure.ok()) break;
+        continue;
+      }
+    }
+    if (Clock::now() < deadline) {
+      changed_.wait_until(lock, deadline);
+      continue;
+    }
+    failure = ResourceExhausted("the memory budget of " + std::to_string(budget(device)) + " bytes on " + device +
+                                " cannot fit model '" + name + "' (charge " + std::to_string(ChargeOf(e)) +
+                                " bytes): " + std::to_string(UsedLocked(device)) +
+                                " bytes are held by models in flight or pinned");
+    break;
+  }
+  if (!failure.ok()) {
+    lock.unlock();
+    Emit(events);
+    return failure;
+  }
+  ++e.in_flight;
+  ++in_flight_;
+  ++generation_;
+  e.last_used = Clock::now();
+  Lease lease(this, name, e.session, options.keep_alive_ms);
+  if (in_flight_ == 1 && e.device == "cpu") {
+    // Alone in the process: this call's RSS peak is its model's own.
+    lease.measure_generation_ = generation_;
+    ResetPeakRss();
+    lease.rss_at_start_ = ReadRssBytes();
+  }
+  lock.unlock();
+  Emit(events);
+  return lease;
+}
+
+void ModelPool::Release(Lease& lease) {
+  std::vector<PoolEvent> events;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --in_flight_;
+    auto it = entries_.find(lease.name_);
+    if (it != entries_.end()) {
+      Entry& e = *it->second;
+      --e.in_flight;
+      e.last_used = Clock::now();
+      const bool same_session = e.session == lease.session_;
+      if (same_session && lease.measure_generation_ && lease.measure_generation_ == generation_) {
+        e.transient_bytes = std::max(e.transient_bytes, ReadPeakRssBytes() - lease.rss_at_start_);
+      } else if (same_session && e.device != "cpu") {
+        for (const ArenaStats& a : e.session->ReadOwnArenas()) e.transient_bytes = std::max(e.transient_bytes, a.peak_in_use);
+      }
+      // A charge that grew may no longer fit beside the others: evict idle ones now.
+      if (same_session && e.state == PoolState::kReady) (void)MakeRoomLocked(e.device, 0, e.spec.name, &events);
+      e.keep_alive_ms = lease.keep_alive_ms_.value_or(e.spec.keep_alive_ms.value_or(options_.default_keep_alive_ms));
+      if (same_session && e.keep_alive_ms == 0 && e.in_flight == 0 && !e.spec.pinned && e.state == PoolState::kReady) {
+        EvictLocked(e, EvictReason::kKeepAlive, &events);
+      }
+    }
+  }
+  changed_.notify_all();
+  lease.session_.reset();
+  Emit(events);
+}
+
+Status ModelPool::RunWithRecovery(const std::string& name, const AcquireOptions& options,
+                                  const std::function<Status(const std::shared_ptr<Session>&)>& body) {
+  Status status;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    Result<Lease> lease = Acquire(name, options);
+    if (!lease.ok()) return lease.status();
+    status = body(lease->session());
+    if (status.code() != StatusCode::kResourceExhausted || attempt == 1) return status;
+    // The run boundary dropped the broken session from the cache; drop it
+    // here too, evict every idle model, trim, and try once more.
+    std::vector<PoolEvent> events;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [other_name, e] : entries_) {
+        const bool broken = e->session == lease->session();
+        const bool idle = e->state == PoolState::kReady && e->in_flight == 0 && !e->spec.pinned;
+        if (broken || (idle && other_name != name)) EvictLocked(*e, EvictReason::kOutOfMemory, &events);
+      }
+    }
+    Emit(events);
+    detail::LogWarning("model '" + name + "' ran out of memory; evicted idle models and retrying once");
+    // The lease goes here, before the retry.
+    { Lease done = std::move(lease).value(); }
+    (void)runtime_.Trim();
+  }
+  return status;
+}
+
+Status ModelPool::Load(const std::string& name) {
+  Result<Lease> lease = Acquire(name, {.keep_alive_ms = std::nullopt, .load_on_demand = true});
+  return lease.ok() ? Status::Ok() : lease.status();
+}
+
+Status ModelPool::Unload(const std::string& name) {
+  std::vector<PoolEvent> events;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto it = entries_.find(name);
+    if (it == entries_.end()) return NotFound("unknown model '" + name + "'");
+    while (it->second->state == PoolState::kLoading) changed_.wait(lock);
+    if (it->second->state == PoolState::kReady) EvictLocked(*it->second, EvictReason::kUnload, &events);
+    it->second->reason = "unloaded";
+  }
+  Emit(events);
+  return Status::Ok();
+}
+
+void ModelPool::ReapNow() {
+  std::vector<PoolEvent> events;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto now = Clock::now();
+    for (auto& [name, e] : entries_) {
+      if (e->state != PoolState::kReady || e->in_flight > 0 || e->spec.pinned || e->keep_alive_ms <= 0) continue;
+      if (now - e->last_used >= std::chrono::milliseconds(e->keep_alive_ms)) {
+        EvictLocked(*e, EvictReason::kKeepAlive, &events);
+      }
+    }
+  }
+  Emit(events);
+}
+
+void ModelPool::Reaper() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    changed_.wait_for(lock, options_.reap_interval);
+    if (stop_) break;
+    lock.unlock();
+    ReapNow();
+    lock.lock();
+  }
+}
+
+std::vector<ModelStatus> ModelPool::Snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<ModelStatus> out;
+  for (const auto& [name, e] : entries_) {
+    out.push_back({name, e->state, DeviceOf(*e), e->reason, ChargeOf(*e), e->load_bytes, e->transient_bytes,
+                   e->in_flight, e->spec.pinned, e->loads});
+  }
+  return out;
+}
+
+Result<ModelStatus> ModelPool::StatusOf(const std::string& name) const {
+  for (ModelStatus& s : Snapshot()) {
+    if (s.name == name) return s;
+  }
+  return NotFound("unknown model '" + name + "'");
+}
+
+void ModelPool::Emit(const std::vector<PoolEvent>& events) const {
+  if (!on_event_) return;
+  for (const PoolEvent& e : events) on_event_(e);
+}
+
+}  // namespace ebb

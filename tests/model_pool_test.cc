@@ -1,0 +1,289 @@
+// The memory budget on real models and real memory: three variants of the
+// convnet (distinct bytes, so distinct sessions), charges measured from the
+// process RSS, a budget that holds two of them.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "ebb/model_pool.h"
+#include "test_util.h"
+
+namespace ebb {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ImageInput;
+using testing::kMiB;
+
+// Writes the convnet with a different doc_string (ModelProto field 6 appended:
+// the last occurrence wins), so each variant has its own content hash.
+std::vector<std::string> MakeVariants(int n) {
+  std::ifstream in(testing::ModelPath("convnet"), std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  std::vector<std::string> paths;
+  for (int i = 0; i < n; ++i) {
+    const std::string doc = "variant " + std::to_string(i);
+    const std::string path = ::testing::TempDir() + "/ebb_variant_" + std::to_string(getpid()) + "_" +
+                             std::to_string(i) + ".onnx";
+    std::ofstream out(path, std::ios::binary);
+    out << bytes << '\x32' << static_cast<char>(doc.size()) << doc;
+    paths.push_back(path);
+  }
+  return paths;
+}
+
+const char* kNames[] = {"a", "b", "c"};
+
+class ModelPoolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto rt = Runtime::Create();
+    ASSERT_TRUE(rt.ok());
+    runtime_ = std::move(rt).value();
+    paths_ = MakeVariants(3);
+  }
+  void TearDown() override {
+    pool_.reset();
+    for (const auto& p : paths_) fs::remove(p);
+  }
+
+  void MakePool(PoolOptions options) {
+    pool_ = std::make_unique<ModelPool>(*runtime_, options, [this](const PoolEvent& e) {
+      std::lock_guard<std::mutex> lock(events_mu_);
+      events_.push_back(e);
+    });
+    for (int i = 0; i < 3; ++i) {
+      pool_->Add({kNames[i], paths_[i], {.device = DeviceRequest::Cpu()}, pinned_[i], std::nullopt});
+    }
+  }
+
+  // One operation on a model: a 512x512 run (~50 MiB of transient memory).
+  Status Use(const std::string& name, AcquireOptions options = {}) {
+    auto lease = pool_->Acquire(name, options);
+    if (!lease.ok()) return lease.status();
+    auto out = lease->session()->Run(ImageInput(512, 512));
+    return out.status();
+  }
+
+  std::vector<std::string> Evicted(EvictReason reason) {
+    std::lock_guard<std::mutex> lock(events_mu_);
+    std::vector<std::string> names;
+    for (const PoolEvent& e : events_) {
+      if (e.kind == PoolEvent::Kind::kEvict && e.reason == reason) names.push_back(e.name);
+    }
+    return names;
+  }
+
+  PoolState State(const std::string& name) { return pool_->StatusOf(name)->state; }
+
+  // Uses every model once, so that the pool knows all charges; forgets the events.
+  void WarmUp() {
+    for (const char* n : kNames) ASSERT_TRUE(Use(n).ok()) << n;
+    std::lock_guard<std::mutex> lock(events_mu_);
+    events_.clear();
+  }
+
+  // The largest charge of the three, measured with an unbounded pool.
+  int64_t MeasureCharge() {
+    MakePool({.cpu_budget_bytes = int64_t{1} << 40});
+    int64_t charge = 0;
+    for (const char* n : kNames) {
+      EXPECT_TRUE(Use(n).ok());
+      charge = std::max(charge, pool_->StatusOf(n)->charge_bytes);
+    }
+    pool_.reset();
+    events_.clear();
+    return charge;
+  }
+
+  std::unique_ptr<Runtime> runtime_;
+  std::unique_ptr<ModelPool> pool_;
+  std::vector<std::string> paths_;
+  bool pinned_[3] = {false, false, false};
+  std::mutex events_mu_;
+  std::vector<PoolEvent> events_;
+};
+
+TEST_F(ModelPoolTest, ChargesAreMeasuredFromLoadsAndOperations) {
+  MakePool({.cpu_budget_bytes = int64_t{1} << 40});
+  const int64_t file = static_cast<int64_t>(fs::file_size(paths_[0]));
+  EXPECT_EQ(pool_->StatusOf("a")->charge_bytes, file) << "before a first load: the file size";
+  ASSERT_TRUE(Use("a").ok());
+  ModelStatus s = *pool_->StatusOf("a");
+  EXPECT_GT(s.transient_bytes, 32 * kMiB) << "a 512x512 run holds 16-channel activations of 16 MiB";
+  EXPECT_LT(s.transient_bytes, 512 * kMiB);
+  EXPECT_EQ(s.charge_bytes, s.load_bytes + s.transient_bytes);
+  EXPECT_EQ(pool_->used("cpu"), s.charge_bytes);
+}
+
+TEST_F(ModelPoolTest, BudgetForTwoOfThreeEvictsTheLeastRecentlyUsedIdleModel) {
+  const int64_t charge = MeasureCharge();
+  const int64_t budget = charge * 5 / 2;
+  MakePool({.cpu_budget_bytes = budget});
+  for (int round = 0; round < 3; ++round) {
+    for (const char* n : kNames) {
+      ASSERT_TRUE(Use(n).ok()) << n;
+      EXPECT_LE(pool_->used("cpu"), budget) << "after " << n << " in round " << round;
+    }
+  }
+  // Cycling a, b, c with room for two, the model evicted is always the one
+  // used longest ago: the one after the model just used, in cycle order.
+  std::vector<std::string> evicted = Evicted(EvictReason::kBudget);
+  ASSERT_GE(evicted.size(), 6u);
+  for (size_t i = evicted.size() - 6; i + 1 < evicted.size(); ++i) {
+    const char next = static_cast<char>('a' + (evicted[i][0] - 'a' + 1) % 3);
+    EXPECT_EQ(evicted[i + 1], std::string(1, next)) << "eviction " << i;
+  }
+  int ready = 0;
+  for (const char* n : kNames) ready += State(n) == PoolState::kReady;
+  EXPECT_EQ(ready, 2);
+}
+
+TEST_F(ModelPoolTest, AModelInFlightIsNeverEvicted) {
+  const int64_t charge = MeasureCharge();
+  MakePool({.cpu_budget_bytes = charge * 5 / 2});
+  WarmUp();
+  ASSERT_TRUE(Use("b").ok());
+  ASSERT_TRUE(Use("c").ok());
+  auto held = pool_->Acquire("a");  // a is in flight; b and c are loaded and idle
+  ASSERT_TRUE(held.ok());
+  ASSERT_TRUE(held->session()->Run(ImageInput(512, 512)).ok());
+  ASSERT_TRUE(Use("b").ok());
+  EXPECT_EQ(State("a"), PoolState::kReady);
+  for (const std::string& n : Evicted(EvictReason::kBudget)) EXPECT_NE(n, "a");
+}
+
+TEST_F(ModelPoolTest, PinnedModelsStay) {
+  const int64_t charge = MeasureCharge();
+  pinned_[0] = true;
+  MakePool({.cpu_budget_bytes = charge * 5 / 2});
+  for (int round = 0; round < 2; ++round) {
+    for (const char* n : kNames) ASSERT_TRUE(Use(n).ok());
+  }
+  EXPECT_EQ(State("a"), PoolState::kReady);
+  for (const std::string& n : Evicted(EvictReason::kBudget)) EXPECT_NE(n, "a");
+  EXPECT_FALSE(Evicted(EvictReason::kBudget).empty());
+}
+
+TEST_F(ModelPoolTest, WhenNothingIdleCanGoTheCallerGetsAClearError) {
+  const int64_t charge = MeasureCharge();
+  MakePool({.cpu_budget_bytes = charge * 3 / 2});
+  WarmUp();
+  auto a = pool_->Acquire("a");
+  ASSERT_TRUE(a.ok());
+  auto b = pool_->Acquire("b");
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(b.status().message().find("cannot fit model 'b'"), std::string::npos) << b.status().message();
+}
+
+TEST_F(ModelPoolTest, WaitingForCapacityGetsTheModelOnceTheCallInFlightEnds) {
+  const int64_t charge = MeasureCharge();
+  MakePool({.cpu_budget_bytes = charge * 3 / 2, .wait_for_capacity = std::chrono::seconds(20)});
+  WarmUp();
+  auto a = pool_->Acquire("a");
+  ASSERT_TRUE(a.ok());
+  std::thread finisher([lease = std::move(a).value()]() mutable {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  });
+  auto b = pool_->Acquire("b");  // waits for a's call to end, then evicts a
+  finisher.join();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(State("a"), PoolState::kUnloaded);
+}
+
+TEST_F(ModelPoolTest, KeepAliveZeroNegativeAndPositive) {
+  MakePool({.cpu_budget_bytes = int64_t{1} << 40});
+  ASSERT_TRUE(Use("a", {.keep_alive_ms = 0}).ok());
+  EXPECT_EQ(State("a"), PoolState::kUnloaded) << "keep_alive 0 unloads right after the request";
+  ASSERT_TRUE(Use("b", {.keep_alive_ms = -1}).ok());
+  ASSERT_TRUE(Use("c", {.keep_alive_ms = 100}).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_EQ(State("b"), PoolState::kReady) << "a negative keep_alive never unloads";
+  EXPECT_EQ(State("c"), PoolState::kUnloaded) << "unloaded after 100 ms idle";
+  EXPECT_EQ(Evicted(EvictReason::kKeepAlive), (std::vector<std::string>{"a", "c"}));
+}
+
+TEST_F(ModelPoolTest, OnDemandLoadAndItsAbsence) {
+  MakePool({.cpu_budget_bytes = int64_t{1} << 40});
+  auto off = pool_->Acquire("a", {.load_on_demand = false});
+  ASSERT_FALSE(off.ok());
+  EXPECT_EQ(off.status().code(), StatusCode::kUnavailable);
+  ASSERT_TRUE(Use("a").ok());
+  EXPECT_EQ(pool_->StatusOf("a")->loads, 1u);
+  EXPECT_EQ(pool_->Acquire("nope").status().code(), StatusCode::kNotFound);
+}
+
+TEST(SharedArenaTest, TotalStaysUnderTheCapAsSessionsAreAdded) {
+  MemoryPolicy policy;
+  policy.cpu.arena_settings.max_bytes = 256 * kMiB;
+  auto rt = Runtime::Create(policy);
+  ASSERT_TRUE(rt.ok());
+  std::vector<std::string> paths = MakeVariants(8);
+  std::vector<std::shared_ptr<Session>> sessions;
+  for (const std::string& p : paths) {
+    auto s = (*rt)->Load(p, {.device = DeviceRequest::Cpu()});
+    ASSERT_TRUE(s.ok());
+    sessions.push_back(*s);
+    RunFlags hold;
+    hold.ends_operation = false;  // keep what it grew, the worst case
+    ASSERT_TRUE((*s)->Run(ImageInput(384, 384), hold).ok());
+    const ArenaStats* shared = (*rt)->ReadMemory().Find("cpu:shared");
+    ASSERT_NE(shared, nullptr);
+    EXPECT_LE(shared->reserved, 256 * kMiB) << sessions.size() << " sessions";
+  }
+  for (const auto& p : paths) fs::remove(p);
+}
+
+}  // namespace
+}  // namespace ebb
+
+namespace ebb {
+namespace {
+
+TEST(PoolRecoveryTest, ARealOutOfMemoryIsRecoveredByEvictingTrimmingAndRetryingOnce) {
+  // Release mode never and a 160 MiB cap: after a 768x768 run the shared
+  // arena keeps 72 MiB of free regions sized for that run's 36 MiB tensors,
+  // so a 1024x1024 run of another model (128 MiB, in 64 MiB pieces) hits the
+  // cap for real; after a trim it fits.
+  MemoryPolicy policy;
+  policy.release = ReleaseMode::kNever;
+  policy.cpu.arena_settings.max_bytes = 160 * kMiB;
+  auto rt = Runtime::Create(policy);
+  ASSERT_TRUE(rt.ok());
+  std::vector<std::string> paths = MakeVariants(2);
+  std::vector<PoolEvent> events;
+  std::mutex mu;
+  ModelPool pool(**rt, {.cpu_budget_bytes = int64_t{1} << 40}, [&](const PoolEvent& e) {
+    std::lock_guard<std::mutex> lock(mu);
+    events.push_back(e);
+  });
+  pool.Add({"a", paths[0], {.device = DeviceRequest::Cpu()}, false, std::nullopt});
+  pool.Add({"b", paths[1], {.device = DeviceRequest::Cpu()}, false, std::nullopt});
+  auto run = [](int64_t side) {
+    return [side](const std::shared_ptr<Session>& s) { return s->Run(ImageInput(side, side)).status(); };
+  };
+  ASSERT_TRUE(pool.RunWithRecovery("a", {}, run(768)).ok());
+  int attempts = 0;
+  Status st = pool.RunWithRecovery("b", {}, [&](const std::shared_ptr<Session>& s) {
+    ++attempts;
+    return run(1024)(s);
+  });
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(attempts, 2) << "the first attempt ran out of memory for real";
+  std::vector<std::string> oom;
+  for (const PoolEvent& e : events) {
+    if (e.kind == PoolEvent::Kind::kEvict && e.reason == EvictReason::kOutOfMemory) oom.push_back(e.name);
+  }
+  EXPECT_EQ(oom, (std::vector<std::string>{"a", "b"})) << "the idle model and the broken session went";
+  EXPECT_EQ(pool.StatusOf("b")->loads, 2u) << "b was loaded afresh for the retry";
+  // Without room even after recovery, the error is reported.
+  Status too_big = pool.RunWithRecovery("a", {}, run(2048));
+  EXPECT_EQ(too_big.code(), StatusCode::kResourceExhausted) << too_big.ToString();
+  for (const auto& p : paths) fs::remove(p);
+}
+
+}  // namespace
+}  // namespace ebb
