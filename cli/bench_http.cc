@@ -30,7 +30,7 @@ int BenchHttp(const BenchOptions& options) {
 
   auto handle = (*repository)->Acquire(model);
   if (!handle.ok()) return Fail(handle.status());
-  const TensorInfo& in = handle->session->inputs()[0];
+  const TensorInfo& in = handle->session()->inputs()[0];
   Shape shape = in.shape;
   for (int64_t& d : shape) d = d < 0 ? 1 : d;
   std::vector<float> values(static_cast<size_t>(ElementCount(shape)), 0.5f);
@@ -47,7 +47,7 @@ int BenchHttp(const BenchOptions& options) {
   int failures = 0;
   for (int i = 0; i < n + 50; ++i) {  // the first 50 of each warm up
     double t0 = NowMs();
-    failures += handle->session->Run(inputs).ok() ? 0 : 1;
+    failures += handle->session()->Run(inputs).ok() ? 0 : 1;
     double t1 = NowMs();
     auto res = client.Post(path.c_str(), body, "application/json");
     double t2 = NowMs();

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common.h"
+#include "ebb/model_pool.h"
 #include "http_server.h"
 #include "service.h"
 
@@ -35,6 +36,7 @@ struct ServeOptions {
   bool load_on_demand = true;  // a request to an unloaded model loads it
   server::HttpOptions http;
   server::ServiceOptions service;
+  PoolOptions pool;
 };
 int Serve(const ServeOptions& options);
 

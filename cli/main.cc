@@ -90,6 +90,17 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--queue", serve.service.queue, "inferences waiting before 503")->capture_default_str();
   serve_cmd->add_option("--http-threads", serve.http.threads, "connection threads")->capture_default_str();
   serve_cmd->add_option("--max-body-bytes", serve.http.max_body_bytes, "request body limit")->capture_default_str();
+  serve_cmd->add_option("--memory-budget", serve.pool.cpu_budget_bytes,
+                        "CPU memory budget for loaded models in bytes (0 = --budget-fraction of RAM)")
+      ->capture_default_str();
+  serve_cmd->add_option("--budget-fraction", serve.pool.cpu_budget_fraction, "CPU budget as a fraction of RAM")
+      ->capture_default_str();
+  serve_cmd->add_option("--cuda-memory-budget", serve.pool.cuda_budget_bytes, "budget per GPU in bytes (0 = 90%)");
+  int64_t wait_ms = 0;
+  serve_cmd->add_option("--wait-for-capacity-ms", wait_ms, "wait this long for memory before answering 503");
+  serve_cmd->add_option("--keep-alive-ms", serve.pool.default_keep_alive_ms,
+                        "default keep_alive: unload after this idle time (0 = after each request, -1 = never)")
+      ->capture_default_str();
   serve_cmd->add_flag("!--no-load", serve.load_all, "do not load the models at start-up");
   serve_cmd->add_flag("!--no-load-on-demand", serve.load_on_demand, "answer 503 for models not loaded");
 
@@ -124,7 +135,10 @@ int main(int argc, char** argv) {
   if (*demo_cmd) return RunDemo(demo);
   if (*info_cmd) return RunInfo(info_common, info_model);
   if (*run_cmd) return RunImages(run);
-  if (*serve_cmd) return Serve(serve);
+  if (*serve_cmd) {
+    serve.pool.wait_for_capacity = std::chrono::milliseconds(wait_ms);
+    return Serve(serve);
+  }
   if (*policy_cmd) {
     auto policy = PolicyFrom(policy_common);
     if (!policy.ok()) return Fail(policy.status());

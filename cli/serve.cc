@@ -29,11 +29,25 @@ int Serve(const ServeOptions& o) {
   server::ModelRepository::Options repo_options;
   repo_options.root = o.repository;
   repo_options.load_on_demand = o.load_on_demand;
-  repo_options.on_load = [&metrics](const std::string& name) {
-    metrics.GetCounter("ebb_model_loads_total", "Models loaded, per model.", {{"model", name}}).Increment();
-  };
-  repo_options.on_unload = [&metrics](const std::string& name) {
-    metrics.GetCounter("ebb_model_unloads_total", "Models unloaded, per model.", {{"model", name}}).Increment();
+  repo_options.pool = o.pool;
+  repo_options.on_event = [&metrics](const PoolEvent& e) {
+    const server::Labels model = {{"model", e.name}};
+    if (e.kind == PoolEvent::Kind::kLoad) {
+      metrics.GetCounter("ebb_model_loads_total", "Models loaded, per model.", model).Increment();
+      if (e.on_demand) {
+        metrics.GetCounter("ebb_model_on_demand_loads_total", "Loads a request waited for, per model.", model)
+            .Increment();
+        metrics
+            .GetHistogram("ebb_model_switch_seconds", "Time a request waited for its model to load.",
+                          server::LatencyBuckets())
+            .Observe(e.load_ms / 1000);
+      }
+    } else {
+      metrics
+          .GetCounter("ebb_model_evictions_total", "Models unloaded, per model and reason.",
+                      {{"model", e.name}, {"reason", EvictReasonName(e.reason)}})
+          .Increment();
+    }
   };
   auto repository = server::ModelRepository::Open(*runtime, repo_options);
   if (!repository.ok()) return Fail(repository.status());
@@ -49,7 +63,7 @@ int Serve(const ServeOptions& o) {
   const std::string url = "http://" + o.http.host + ":" + std::to_string(http.port());
   std::printf("ebb serve: %s (repository %s)\n", url.c_str(), (*repository)->root().c_str());
   for (const server::ModelInfo& m : (*repository)->Index()) {
-    std::printf("  %-20s %s\n", m.name.c_str(), server::ModelStateName(m.state));
+    std::printf("  %-20s %s\n", m.name.c_str(), PoolStateName(m.state));
   }
   std::printf("try:\n  curl -s %s/v2/models/mixed/infer -H 'Content-Type: application/json' -d "
               "'{\"inputs\":[{\"name\":\"a\",\"shape\":[1,4],\"datatype\":\"FP32\",\"data\":[1,2,3,4]},"

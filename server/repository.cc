@@ -6,15 +6,6 @@
 namespace ebb::server {
 namespace fs = std::filesystem;
 
-const char* ModelStateName(ModelState state) {
-  switch (state) {
-    case ModelState::kUnavailable: return "UNAVAILABLE";
-    case ModelState::kLoading: return "LOADING";
-    case ModelState::kReady: return "READY";
-  }
-  return "UNKNOWN";
-}
-
 namespace {
 
 bool ValidName(const std::string& name) {
@@ -26,6 +17,9 @@ bool ValidName(const std::string& name) {
 }
 
 }  // namespace
+
+ModelRepository::ModelRepository(Runtime& runtime, Options options)
+    : options_(std::move(options)), pool_(std::make_unique<ModelPool>(runtime, options_.pool, options_.on_event)) {}
 
 Result<std::unique_ptr<ModelRepository>> ModelRepository::Open(Runtime& runtime, Options options) {
   std::error_code ec;
@@ -48,95 +42,62 @@ Result<std::string> ModelRepository::FolderOf(const std::string& name) const {
   return real.string();
 }
 
-std::vector<ModelInfo> ModelRepository::Index() const {
+Result<ModelConfig> ModelRepository::Register(const std::string& name, bool reread) {
+  if (!reread) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = configs_.find(name); it != configs_.end()) return it->second;
+  }
+  auto folder = FolderOf(name);
+  if (!folder.ok()) return folder.status();
+  auto config = LoadModelConfig(*folder);
+  auto device = config.ok() ? DeviceRequest::Parse(config->device) : Result<DeviceRequest>(config.status());
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!device.ok()) {
+    bad_configs_[name] = device.status().message();
+    return Status(device.status().code(), name + "/config.json: " + device.status().message());
+  }
+  bad_configs_.erase(name);
+  pool_->Add({name, *folder + "/model.onnx", {.device = *device}, config->pinned, config->keep_alive_ms});
+  configs_[name] = *config;
+  return config;
+}
+
+std::vector<ModelInfo> ModelRepository::Index() {
   std::vector<ModelInfo> models;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(options_.root, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (!FolderOf(name).ok()) continue;
-    if (auto info = Info(name); info.ok()) models.push_back(*info);
+    if (auto info = Info(entry.path().filename().string()); info.ok()) models.push_back(*info);
   }
   std::sort(models.begin(), models.end(), [](const ModelInfo& a, const ModelInfo& b) { return a.name < b.name; });
   return models;
 }
 
-Result<ModelInfo> ModelRepository::Info(const std::string& name) const {
-  if (auto folder = FolderOf(name); !folder.ok()) return folder.status();
-  std::lock_guard<std::mutex> lock(mu_);
-  ModelInfo info{name, ModelState::kUnavailable, "", 0};
-  if (auto it = slots_.find(name); it != slots_.end()) {
-    info.state = it->second.state;
-    info.reason = it->second.reason;
-    info.loads = it->second.loads;
+Result<ModelInfo> ModelRepository::Info(const std::string& name) {
+  if (auto config = Register(name, /*reread=*/false); !config.ok()) {
+    if (config.status().code() == StatusCode::kNotFound || config.status().code() == StatusCode::kInvalidArgument) {
+      if (!FolderOf(name).ok()) return config.status();
+    }
+    return ModelInfo{name, PoolState::kUnloaded, config.status().message()};
   }
-  return info;
+  auto status = pool_->StatusOf(name);
+  if (!status.ok()) return status.status();
+  return ModelInfo{name,       status->state,  status->reason, status->charge_bytes, status->in_flight,
+                   status->pinned, status->loads};
 }
 
-Status ModelRepository::LoadLocked(const std::string& name, std::unique_lock<std::mutex>& lock) {
-  Slot& slot = slots_[name];
-  while (slot.state == ModelState::kLoading) loaded_.wait(lock);
-  slot.state = ModelState::kLoading;
-  lock.unlock();
-
-  Result<ModelHandle> loaded = [&]() -> Result<ModelHandle> {
-    auto folder = FolderOf(name);
-    if (!folder.ok()) return folder.status();
-    auto config = LoadModelConfig(*folder);
-    if (!config.ok()) return config.status();
-    auto device = DeviceRequest::Parse(config->device);
-    if (!device.ok()) return Status(device.status().code(), name + "/config.json: " + device.status().message());
-    auto session = runtime_.Load(*folder + "/model.onnx", {.device = *device, .name = name});
-    if (!session.ok()) return session.status();
-    return ModelHandle{name, *session, *config};
-  }();
-
-  lock.lock();
-  Slot& s = slots_[name];
-  if (loaded.ok()) {
-    s.state = ModelState::kReady;
-    s.session = loaded->session;
-    s.config = loaded->config;
-    s.reason.clear();
-    ++s.loads;
-  } else {
-    s.state = ModelState::kUnavailable;
-    s.session.reset();
-    s.reason = loaded.status().message();
-  }
-  loaded_.notify_all();
-  if (!loaded.ok()) return loaded.status();
-  if (options_.on_load) {
-    lock.unlock();
-    options_.on_load(name);
-    lock.lock();
-  }
-  return Status::Ok();
+Status ModelRepository::LoadFailure(const std::string& name, const Status& status) const {
+  if (status.code() == StatusCode::kResourceExhausted || status.code() == StatusCode::kNotFound) return status;
+  return Unavailable("model '" + name + "' failed to load: " + status.message());
 }
 
 Status ModelRepository::Load(const std::string& name) {
-  if (auto folder = FolderOf(name); !folder.ok()) return folder.status();
-  std::unique_lock<std::mutex> lock(mu_);
-  // An explicit load re-reads config.json and the model file (a changed file
-  // is a new cache key; the same bytes give the same cached session).
-  return LoadLocked(name, lock);
+  if (auto config = Register(name, /*reread=*/true); !config.ok()) return config.status();
+  return pool_->Load(name);
 }
 
 Status ModelRepository::Unload(const std::string& name) {
-  if (auto folder = FolderOf(name); !folder.ok()) return folder.status();
-  std::shared_ptr<Session> session;
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    Slot& slot = slots_[name];
-    while (slot.state == ModelState::kLoading) loaded_.wait(lock);
-    session = std::move(slot.session);
-    slot.state = ModelState::kUnavailable;
-    slot.reason = "unloaded";
-  }
-  if (session) {
-    runtime_.Unload(*session);  // out of the cache: the next load builds it again
-    if (options_.on_unload) options_.on_unload(name);
-  }
-  return Status::Ok();
+  if (auto config = Register(name, /*reread=*/false); !config.ok()) return config.status();
+  return pool_->Unload(name);
 }
 
 std::vector<std::pair<std::string, Status>> ModelRepository::LoadAll() {
@@ -147,38 +108,27 @@ std::vector<std::pair<std::string, Status>> ModelRepository::LoadAll() {
   return failures;
 }
 
-Result<ModelHandle> ModelRepository::Acquire(const std::string& name) {
-  {
-    // Fast path: a READY model was confined to the repository when it loaded.
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = slots_.find(name);
-    if (it != slots_.end() && it->second.state == ModelState::kReady) {
-      return ModelHandle{name, it->second.session, it->second.config};
-    }
-  }
-  if (auto folder = FolderOf(name); !folder.ok()) return folder.status();
-  std::unique_lock<std::mutex> lock(mu_);
-  Slot* slot = &slots_[name];
-  while (slot->state == ModelState::kLoading) loaded_.wait(lock);
-  if (slot->state != ModelState::kReady) {
-    if (!options_.load_on_demand) {
-      return Unavailable("model '" + name + "' is not loaded" + (slot->reason.empty() ? "" : ": " + slot->reason));
-    }
-    if (Status st = LoadLocked(name, lock); !st.ok()) {
-      return Unavailable("model '" + name + "' failed to load: " + st.message());
-    }
-    slot = &slots_[name];
-  }
-  return ModelHandle{name, slot->session, slot->config};
+Result<ModelHandle> ModelRepository::Acquire(const std::string& name, std::optional<int64_t> keep_alive_ms) {
+  auto config = Register(name, /*reread=*/false);
+  if (!config.ok()) return config.status();
+  auto lease = pool_->Acquire(name, {.keep_alive_ms = keep_alive_ms, .load_on_demand = options_.load_on_demand});
+  if (!lease.ok()) return LoadFailure(name, lease.status());
+  return ModelHandle{name, *config, std::move(lease).value()};
 }
 
-void ModelRepository::ReportExhausted(const std::string& name, const Session* session) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = slots_.find(name);
-  if (it == slots_.end() || it->second.session.get() != session) return;
-  it->second.session.reset();
-  it->second.state = ModelState::kUnavailable;
-  it->second.reason = "dropped after running out of memory";
+Status ModelRepository::RunWithRecovery(
+    const std::string& name, std::optional<int64_t> keep_alive_ms,
+    const std::function<Status(const ModelConfig&, const std::shared_ptr<Session>&)>& body) {
+  auto config = Register(name, /*reread=*/false);
+  if (!config.ok()) return config.status();
+  bool ran = false;
+  Status st = pool_->RunWithRecovery(
+      name, {.keep_alive_ms = keep_alive_ms, .load_on_demand = options_.load_on_demand},
+      [&](const std::shared_ptr<Session>& session) {
+        ran = true;
+        return body(*config, session);
+      });
+  return ran ? st : LoadFailure(name, st);
 }
 
 }  // namespace ebb::server

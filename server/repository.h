@@ -6,22 +6,15 @@
 // [A-Za-z0-9._-] not starting with '.', and its folder must resolve inside the
 // repository root (no symlink escapes). No request can name a path outside it.
 //
-// Each model moves through these states:
+// Loading, the memory budget, eviction and keep-alive are the ModelPool's
+// (ebb/model_pool.h): the repository registers each model folder found with
+// the pool (re-reading config.json on an explicit load) and hands requests a
+// ModelHandle that holds the model for the request's duration, so unloading
+// or evicting never destroys a session under a running request.
 //
-//   UNAVAILABLE --Load/Acquire--> LOADING --ok--> READY --Unload--> UNAVAILABLE
-//                                   |                 \--out of memory--> UNAVAILABLE
-//                                   \--error--> UNAVAILABLE (reason kept)
-//
-// A READY model holds its session; requests take a ModelHandle (a shared
-// reference), so unloading never destroys a session under a running request.
-// Loads go through the Runtime's session cache (same bytes, same session).
-//
-// Thread safety: all methods may be called concurrently. Loads of different
-// models run in parallel; concurrent requests for one loading model wait for
-// that load.
+// Thread safety: all methods may be called concurrently.
 #pragma once
 
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -30,84 +23,80 @@
 #include <vector>
 
 #include "ebb/model_config.h"
+#include "ebb/model_pool.h"
 #include "ebb/runtime.h"
 
 namespace ebb::server {
 
-enum class ModelState { kUnavailable, kLoading, kReady };
-// "UNAVAILABLE", "LOADING", "READY" (the KServe repository extension's words).
-const char* ModelStateName(ModelState state);
-
 struct ModelInfo {
   std::string name;
-  ModelState state = ModelState::kUnavailable;
-  std::string reason;  // why it is not ready (last load error), if known
-  uint64_t loads = 0;  // successful loads of this model so far
+  PoolState state = PoolState::kUnloaded;
+  std::string reason;        // why it is not ready, when known
+  int64_t charge_bytes = 0;  // the pool's measured charge
+  int in_flight = 0;
+  bool pinned = false;
+  uint64_t loads = 0;
 };
 
 // What a request holds while it runs.
 struct ModelHandle {
   std::string name;
-  std::shared_ptr<Session> session;
   ModelConfig config;
+  Lease lease;  // keeps the model loaded
+  const std::shared_ptr<Session>& session() const { return lease.session(); }
 };
 
 class ModelRepository {
  public:
   struct Options {
-    std::string root;             // the repository folder
-    bool load_on_demand = true;   // Acquire loads a model that is not loaded
-    // Called after every successful load / unload (for metrics), outside locks.
-    std::function<void(const std::string& name)> on_load;
-    std::function<void(const std::string& name)> on_unload;
+    std::string root;            // the repository folder
+    bool load_on_demand = true;  // a request to a model not loaded loads it
+    PoolOptions pool;            // memory budget, waiting, default keep-alive
+    ModelPool::EventFn on_event; // loads and evictions, for metrics
   };
 
   // Errors: kNotFound when `root` is not a folder.
   static Result<std::unique_ptr<ModelRepository>> Open(Runtime& runtime, Options options);
 
   // Every model folder under the root (scanned now) with its state.
-  std::vector<ModelInfo> Index() const;
+  std::vector<ModelInfo> Index();
   // Info on one model. Errors: kInvalidArgument (bad name), kNotFound.
-  Result<ModelInfo> Info(const std::string& name) const;
+  Result<ModelInfo> Info(const std::string& name);
 
-  // Loads (or reloads the config of) a model. Errors: kInvalidArgument (bad
-  // name or broken model/config), kNotFound, kUnavailable, kResourceExhausted.
+  // Loads a model, re-reading its config.json. Errors: kInvalidArgument (bad
+  // name, broken model or config), kNotFound, kUnavailable, kResourceExhausted.
   Status Load(const std::string& name);
   // Unloads a model; its session goes when the last request using it ends.
   Status Unload(const std::string& name);
-  // Loads every model in the repository; returns the failures (the others load).
+  // Loads every model; returns the failures (the others load).
   std::vector<std::pair<std::string, Status>> LoadAll();
 
-  // A READY model for a request, loading it on demand when allowed.
-  // Errors: kNotFound, kInvalidArgument (bad name), kUnavailable (not loaded
-  // and on-demand loading is off, or its load failed).
-  Result<ModelHandle> Acquire(const std::string& name);
-  // A run of `session` ran out of memory: the model is dropped (UNAVAILABLE)
-  // so the next request loads it afresh. Ignored when it was reloaded since.
-  void ReportExhausted(const std::string& name, const Session* session);
+  // A ready model for a request (loaded on demand when allowed).
+  // Errors: kNotFound, kInvalidArgument, kUnavailable (not loaded, or its load
+  // failed), kResourceExhausted (does not fit the memory budget).
+  Result<ModelHandle> Acquire(const std::string& name, std::optional<int64_t> keep_alive_ms = std::nullopt);
+  // Runs `body` on the model with the pool's out-of-memory recovery: on
+  // kResourceExhausted, idle models are evicted, arenas trimmed, and `body`
+  // runs once more on a fresh load.
+  Status RunWithRecovery(const std::string& name, std::optional<int64_t> keep_alive_ms,
+                         const std::function<Status(const ModelConfig&, const std::shared_ptr<Session>&)>& body);
 
   const std::string& root() const { return options_.root; }
+  ModelPool& pool() { return *pool_; }
 
  private:
-  struct Slot {
-    ModelState state = ModelState::kUnavailable;
-    std::shared_ptr<Session> session;
-    ModelConfig config;
-    std::string reason;
-    uint64_t loads = 0;
-  };
-
-  ModelRepository(Runtime& runtime, Options options) : runtime_(runtime), options_(std::move(options)) {}
+  ModelRepository(Runtime& runtime, Options options);
   // The model's folder, confined to the root. Errors: kInvalidArgument, kNotFound.
   Result<std::string> FolderOf(const std::string& name) const;
-  // Loads `name` into its slot. REQUIRES: lock held on entry; released while loading.
-  Status LoadLocked(const std::string& name, std::unique_lock<std::mutex>& lock);
+  // Reads config.json and registers the model with the pool (once, or again when `reread`).
+  Result<ModelConfig> Register(const std::string& name, bool reread);
+  Status LoadFailure(const std::string& name, const Status& status) const;
 
-  Runtime& runtime_;
   const Options options_;
+  std::unique_ptr<ModelPool> pool_;
   mutable std::mutex mu_;
-  std::condition_variable loaded_;      // signalled when a load ends
-  std::map<std::string, Slot> slots_;  // guarded by mu_
+  std::map<std::string, ModelConfig> configs_;      // registered models; guarded by mu_
+  std::map<std::string, std::string> bad_configs_;  // config errors; guarded by mu_
 };
 
 }  // namespace ebb::server

@@ -1,5 +1,6 @@
 #include "service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -92,7 +93,7 @@ HttpReply InferenceService::ServerMetadata() const {
 HttpReply InferenceService::ModelMetadata(const std::string& model) {
   auto handle = repository_.Acquire(model);
   if (!handle.ok()) return ReplyFor(handle.status());
-  const Session& s = *handle->session;
+  const Session& s = *handle->session();
   return JsonReply(200, {{"name", model},
                          {"versions", {"1"}},
                          {"platform", "onnxruntime_onnx"},
@@ -103,14 +104,15 @@ HttpReply InferenceService::ModelMetadata(const std::string& model) {
 HttpReply InferenceService::ModelReady(const std::string& model) const {
   auto info = repository_.Info(model);
   if (!info.ok()) return ReplyFor(info.status());
-  const bool ready = info->state == ModelState::kReady;
+  const bool ready = info->state == PoolState::kReady;
   return JsonReply(ready ? 200 : 400, {{"name", model}, {"ready", ready}});
 }
 
 HttpReply InferenceService::RepositoryIndex() const {
   json list = json::array();
   for (const ModelInfo& m : repository_.Index()) {
-    json entry = {{"name", m.name}, {"version", "1"}, {"state", ModelStateName(m.state)}};
+    json entry = {{"name", m.name}, {"version", "1"}, {"state", PoolStateName(m.state)},
+                  {"charge_bytes", m.charge_bytes}, {"in_flight", m.in_flight}, {"pinned", m.pinned}};
     if (!m.reason.empty()) entry["reason"] = m.reason;
     list.push_back(entry);
   }
@@ -134,8 +136,7 @@ HttpReply InferenceService::Metrics() const {
 HttpReply InferenceService::Infer(const std::string& model, std::string_view body,
                                   const std::optional<std::string>& header_length) {
   const auto start = std::chrono::steady_clock::now();
-  auto handle = repository_.Acquire(model);
-  if (!handle.ok()) return ReplyFor(handle.status());
+  if (auto info = repository_.Info(model); !info.ok()) return ReplyFor(info.status());  // unknown: no metrics label
   const Labels labels = {{"model", model}};
   metrics_.GetCounter("ebb_inference_requests_total", "Inference requests received, per model.", labels).Increment();
   auto fail = [&](const Status& st) {
@@ -160,14 +161,15 @@ HttpReply InferenceService::Infer(const std::string& model, std::string_view bod
     return fail(Unavailable("server busy: " + std::to_string(admission_.workers()) + " inferences running and " +
                             std::to_string(admission_.queue()) + " waiting; retry later"));
   }
-  auto outputs = Execute(*handle, *request);
-  if (!outputs.ok()) {
-    if (outputs.status().code() == StatusCode::kResourceExhausted) {
-      repository_.ReportExhausted(model, handle->session.get());
-    }
-    return fail(outputs.status());
-  }
-  EncodedResponse encoded = EncodeInferResponse(model, "1", *request, *outputs);
+  std::vector<NamedTensor> outputs;
+  Status st = repository_.RunWithRecovery(
+      model, request->keep_alive_ms, [&](const ModelConfig& config, const std::shared_ptr<Session>& session) {
+        auto result = Execute(model, config, session, *request);
+        if (result.ok()) outputs = std::move(result).value();
+        return result.status().ok() ? Status::Ok() : result.status();
+      });
+  if (!st.ok()) return fail(st);
+  EncodedResponse encoded = EncodeInferResponse(model, "1", *request, outputs);
   HttpReply reply{200, std::move(encoded.body), "application/json", {}};
   if (encoded.header_length) {
     reply.content_type = "application/octet-stream";
@@ -180,48 +182,60 @@ HttpReply InferenceService::Infer(const std::string& model, std::string_view bod
   return reply;
 }
 
-Result<std::vector<NamedTensor>> InferenceService::Execute(const ModelHandle& model, const InferRequest& request) {
-  if (model.config.kind == ModelKind::kImageToImage) return ExecuteImageOperation(model, request);
-  Counter& releases = metrics_.GetCounter("ebb_releases_total", "Runs that gave arena memory back.", {{"model", model.name}});
+Result<std::vector<NamedTensor>> InferenceService::Execute(const std::string& name, const ModelConfig& config,
+                                                           const std::shared_ptr<Session>& session,
+                                                           const InferRequest& request) {
+  if (config.kind == ModelKind::kImageToImage) return ExecuteImageOperation(name, config, session, request);
+  Counter& releases = metrics_.GetCounter("ebb_releases_total", "Runs that gave arena memory back.", {{"model", name}});
   RunObserver observer = [&](const RunRecord& r) {
     if (!r.release_spec.empty() || r.trimmed) releases.Increment();
   };
   RunFlags flags;
   flags.outputs = request.outputs;
   flags.observer = &observer;
-  return model.session->Run(request.inputs, flags);
+  return session->Run(request.inputs, flags);
 }
 
-Result<std::vector<NamedTensor>> InferenceService::ExecuteImageOperation(const ModelHandle& model,
+Result<std::vector<NamedTensor>> InferenceService::ExecuteImageOperation(const std::string& name,
+                                                                        const ModelConfig& config,
+                                                                        const std::shared_ptr<Session>& session,
                                                                         const InferRequest& request) {
-  const Session& s = *model.session;
+  const Session& s = *session;
   const std::string& out_name = s.outputs()[0].name;
   if (request.inputs.size() != 1 || request.inputs[0].name != s.inputs()[0].name) {
-    return InvalidArgument("model '" + model.name + "' takes one input, '" + s.inputs()[0].name + "'");
+    return InvalidArgument("model '" + name + "' takes one input, '" + s.inputs()[0].name + "'");
   }
   const Tensor& batch = request.inputs[0].tensor;
   if (batch.shape().size() != 4 || batch.shape()[0] < 1) {
     return InvalidArgument("input '" + s.inputs()[0].name + "' must be [N,C,H,W] with N >= 1, got " +
                            ShapeToString(batch.shape()));
   }
-  for (const std::string& name : request.outputs) {
-    if (name != out_name) return InvalidArgument("model '" + model.name + "' has one output, '" + out_name + "'");
+  for (const std::string& wanted : request.outputs) {
+    if (wanted != out_name) return InvalidArgument("model '" + name + "' has one output, '" + out_name + "'");
   }
-  Counter& releases = metrics_.GetCounter("ebb_releases_total", "Runs that gave arena memory back.", {{"model", model.name}});
+  Counter& releases = metrics_.GetCounter("ebb_releases_total", "Runs that gave arena memory back.", {{"model", name}});
   RunObserver observer = [&](const RunRecord& r) {
     if (!r.release_spec.empty() || r.trimmed) releases.Increment();
   };
   OperationOptions options;
   options.observer = &observer;
   std::vector<Tensor> frames = SplitBatch(batch);
-  auto results = model.config.tile ? RunTiled(runtime_, model.session, frames, *model.config.tile, options)
-                                   : RunPerFrame(runtime_, model.session, frames, options);
+  auto results = config.tile ? RunTiled(runtime_, session, frames, *config.tile, options)
+                             : RunPerFrame(runtime_, session, frames, options);
   if (!results.ok()) return results.status();
   auto stacked = StackBatch(*results);
   if (!stacked.ok()) return stacked.status();
   std::vector<NamedTensor> outputs;
   outputs.push_back({out_name, std::move(stacked).value()});
   return outputs;
+}
+
+std::vector<std::string> InferenceService::Devices() const {
+  std::vector<std::string> devices = {"cpu"};
+  for (const ModelStatus& m : repository_.pool().Snapshot()) {
+    if (std::find(devices.begin(), devices.end(), m.device) == devices.end()) devices.push_back(m.device);
+  }
+  return devices;
 }
 
 void InferenceService::RegisterCollectors() {
@@ -254,10 +268,27 @@ void InferenceService::RegisterCollectors() {
   metrics_.AddCollector("ebb_inference_queued", "Inferences waiting for a worker now.", [this] {
     return std::vector<std::pair<Labels, double>>{{{}, static_cast<double>(admission_.waiting())}};
   });
+  metrics_.AddCollector("ebb_memory_budget_bytes", "Memory budget per device (0 = none).", [this] {
+    std::vector<std::pair<Labels, double>> samples;
+    for (const std::string& d : Devices()) samples.push_back({{{"device", d}}, double(repository_.pool().budget(d))});
+    return samples;
+  });
+  metrics_.AddCollector("ebb_memory_budget_used_bytes", "Sum of the charges of the models loaded on a device.", [this] {
+    std::vector<std::pair<Labels, double>> samples;
+    for (const std::string& d : Devices()) samples.push_back({{{"device", d}}, double(repository_.pool().used(d))});
+    return samples;
+  });
+  metrics_.AddCollector("ebb_model_charge_bytes", "A model's measured memory charge (load + transient peak).", [this] {
+    std::vector<std::pair<Labels, double>> samples;
+    for (const ModelStatus& m : repository_.pool().Snapshot()) {
+      samples.push_back({{{"model", m.name}}, static_cast<double>(m.charge_bytes)});
+    }
+    return samples;
+  });
   metrics_.AddCollector("ebb_model_ready", "1 when a model is loaded and ready, else 0.", [this] {
     std::vector<std::pair<Labels, double>> samples;
     for (const ModelInfo& m : repository_.Index()) {
-      samples.push_back({{{"model", m.name}}, m.state == ModelState::kReady ? 1.0 : 0.0});
+      samples.push_back({{{"model", m.name}}, m.state == PoolState::kReady ? 1.0 : 0.0});
     }
     return samples;
   });

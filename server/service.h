@@ -65,8 +65,12 @@ class InferenceService {
   MetricsRegistry& metrics() { return metrics_; }
 
  private:
-  Result<std::vector<NamedTensor>> Execute(const ModelHandle& model, const InferRequest& request);
-  Result<std::vector<NamedTensor>> ExecuteImageOperation(const ModelHandle& model, const InferRequest& request);
+  Result<std::vector<NamedTensor>> Execute(const std::string& name, const ModelConfig& config,
+                                           const std::shared_ptr<Session>& session, const InferRequest& request);
+  Result<std::vector<NamedTensor>> ExecuteImageOperation(const std::string& name, const ModelConfig& config,
+                                                         const std::shared_ptr<Session>& session,
+                                                         const InferRequest& request);
+  std::vector<std::string> Devices() const;
   void RegisterCollectors();
 
   Runtime& runtime_;

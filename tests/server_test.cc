@@ -401,3 +401,96 @@ TEST(ServerShutdownTest, SigtermLetsRequestsInFlightFinishThenExitsZero) {
 
 }  // namespace
 }  // namespace ebb
+
+namespace ebb {
+namespace {
+
+// A repository of three convnet variants (distinct bytes: distinct sessions).
+std::string MakeVariantRepository() {
+  const fs::path root = fs::path(::testing::TempDir()) / ("ebb_variants_" + std::to_string(getpid()));
+  fs::remove_all(root);
+  std::ifstream in(kModels + "/convnet/model.onnx", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  for (const char* name : {"a", "b", "c"}) {
+    fs::create_directories(root / name);
+    const std::string doc = std::string("variant ") + name;
+    std::ofstream(root / name / "model.onnx", std::ios::binary) << bytes << '\x32' << static_cast<char>(doc.size()) << doc;
+  }
+  return root.string();
+}
+
+double MetricOf(httplib::Client& c, const std::string& sample) {
+  auto res = c.Get("/metrics");
+  std::istringstream lines(res ? res->body : "");
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind(sample + " ", 0) == 0) return std::stod(line.substr(sample.size() + 1));
+  }
+  return 0;
+}
+
+// POSTs a binary [1,3,side,side] image to `model`; returns the HTTP status.
+int PostImage(httplib::Client& c, const std::string& model, int side, std::optional<int64_t> keep_alive = {}) {
+  Tensor x = testing::RandomTensor({1, 3, side, side}, 2);
+  json header = {{"inputs", {{{"name", "x"}, {"shape", x.shape()}, {"datatype", "FP32"},
+                               {"parameters", {{"binary_data_size", x.byte_size()}}}}}},
+                 {"parameters", {{"binary_data_output", true}}}};
+  if (keep_alive) header["parameters"]["keep_alive"] = *keep_alive;
+  const std::string json_part = header.dump();
+  auto res = c.Post(("/v2/models/" + model + "/infer").c_str(),
+                    {{"Inference-Header-Content-Length", std::to_string(json_part.size())}},
+                    json_part + std::string(reinterpret_cast<const char*>(x.data()), x.byte_size()),
+                    "application/octet-stream");
+  return res ? res->status : -1;
+}
+
+TEST(ServerBudgetTest, ModelsSwitchWithinTheBudgetAndTheIndexShowsStatesAndCharges) {
+  const std::string repo = MakeVariantRepository();
+  // 768x768: ~100 MiB of transient memory per run, far above what loading costs.
+  constexpr int kSide = 768;
+  int64_t charge = 0;
+  {
+    testing::ServerProcess unbounded;
+    ASSERT_TRUE(unbounded.Start({"--repository", repo, "--no-load"}));
+    httplib::Client c("127.0.0.1", unbounded.port());
+    c.set_read_timeout(60, 0);
+    for (const char* m : {"a", "b", "c"}) ASSERT_EQ(PostImage(c, m, kSide), 200);
+    for (const json& m : json::parse(c.Post("/v2/repository/index", "", "application/json")->body)) {
+      EXPECT_EQ(m["state"], "READY");
+      charge = std::max(charge, m["charge_bytes"].get<int64_t>());
+    }
+    EXPECT_EQ(unbounded.Stop(), 0);
+  }
+  ASSERT_GT(charge, 50 << 20) << "a 768x768 convnet run needs about 100 MiB";
+  const int64_t budget = charge * 5 / 2;
+  testing::ServerProcess server;
+  ASSERT_TRUE(server.Start({"--repository", repo, "--no-load", "--memory-budget", std::to_string(budget)}));
+  httplib::Client c("127.0.0.1", server.port());
+  c.set_read_timeout(60, 0);
+  for (int round = 0; round < 3; ++round) {
+    for (const char* m : {"a", "b", "c"}) {
+      ASSERT_EQ(PostImage(c, m, kSide), 200);
+      EXPECT_LE(MetricOf(c, R"(ebb_memory_budget_used_bytes{device="cpu"})"), budget);
+    }
+  }
+  int ready = 0;
+  for (const json& m : json::parse(c.Post("/v2/repository/index", "", "application/json")->body)) {
+    ready += m["state"] == "READY";
+    EXPECT_GT(m["charge_bytes"].get<int64_t>(), 0);
+  }
+  EXPECT_EQ(ready, 2) << "the budget holds two of the three";
+  EXPECT_EQ(MetricOf(c, R"(ebb_memory_budget_bytes{device="cpu"})"), budget);
+  EXPECT_GE(MetricOf(c, R"(ebb_model_evictions_total{model="a",reason="budget"})"), 2);
+  EXPECT_GE(MetricOf(c, R"(ebb_model_on_demand_loads_total{model="a"})"), 3);
+  EXPECT_GE(MetricOf(c, "ebb_model_switch_seconds_count"), 7);
+
+  // keep_alive 0 on a request unloads its model right after it.
+  ASSERT_EQ(PostImage(c, "a", 64, 0), 200);
+  EXPECT_EQ(c.Get("/v2/models/a/ready")->status, 400);
+  EXPECT_GE(MetricOf(c, R"(ebb_model_evictions_total{model="a",reason="keep_alive"})"), 1);
+  EXPECT_EQ(server.Stop(), 0);
+  fs::remove_all(repo);
+}
+
+}  // namespace
+}  // namespace ebb
