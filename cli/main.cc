@@ -130,6 +130,8 @@ int main(int argc, char** argv) {
   auto* floor_cmd = add_bench("floor", "reserved and RSS after load, at the peak, and after release");
   auto* release_cmd = add_bench("release", "a tiled multi-frame operation under every release mode");
   auto* http_cmd = add_bench("http", "the server's own cost per request over the run boundary");
+  auto* switch_cmd = add_bench("switch", "models rotating under all_resident, destroy_on_switch and budget_lru");
+  auto* sessions_cmd = add_bench("sessions", "1 to 16 sessions: per-session arenas against one shared capped arena");
 
   CLI11_PARSE(app, argc, argv);
   if (*demo_cmd) return RunDemo(demo);
@@ -149,5 +151,7 @@ int main(int argc, char** argv) {
   if (*floor_cmd) return BenchFloor(bench);
   if (*release_cmd) return BenchRelease(bench);
   if (*http_cmd) return BenchHttp(bench);
+  if (*switch_cmd) return BenchSwitch(bench);
+  if (*sessions_cmd) return BenchSessions(bench);
   return 1;
 }
