@@ -25,34 +25,6 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Splits a batch [N,...] into N tensors [1,...].
-std::vector<Tensor> SplitBatch(const Tensor& batch) {
-  std::vector<Tensor> items;
-  Shape shape = batch.shape();
-  const int64_t n = shape[0];
-  shape[0] = 1;
-  const size_t item_bytes = n ? batch.byte_size() / static_cast<size_t>(n) : 0;
-  for (int64_t i = 0; i < n; ++i) {
-    Tensor item(batch.type(), shape);
-    std::memcpy(item.data(), batch.data() + static_cast<size_t>(i) * item_bytes, item_bytes);
-    items.push_back(std::move(item));
-  }
-  return items;
-}
-
-Result<Tensor> StackBatch(const std::vector<Tensor>& items) {
-  Shape shape = items[0].shape();
-  for (const Tensor& t : items) {
-    if (t.shape() != shape) return InvalidArgument("frames gave outputs of different shapes");
-  }
-  shape[0] = static_cast<int64_t>(items.size());
-  Tensor batch(items[0].type(), shape);
-  for (size_t i = 0; i < items.size(); ++i) {
-    std::memcpy(batch.data() + i * items[i].byte_size(), items[i].data(), items[i].byte_size());
-  }
-  return batch;
-}
-
 }  // namespace
 
 HttpReply ReplyFor(const Status& status) {
@@ -186,10 +158,7 @@ Result<std::vector<NamedTensor>> InferenceService::Execute(const std::string& na
                                                            const std::shared_ptr<Session>& session,
                                                            const InferRequest& request) {
   if (config.kind == ModelKind::kImageToImage) return ExecuteImageOperation(name, config, session, request);
-  Counter& releases = metrics_.GetCounter("ebb_releases_total", "Runs that gave arena memory back.", {{"model", name}});
-  RunObserver observer = [&](const RunRecord& r) {
-    if (!r.release_spec.empty() || r.trimmed) releases.Increment();
-  };
+  RunObserver observer = ReleaseCounter(name);
   RunFlags flags;
   flags.outputs = request.outputs;
   flags.observer = &observer;
@@ -213,13 +182,11 @@ Result<std::vector<NamedTensor>> InferenceService::ExecuteImageOperation(const s
   for (const std::string& wanted : request.outputs) {
     if (wanted != out_name) return InvalidArgument("model '" + name + "' has one output, '" + out_name + "'");
   }
-  Counter& releases = metrics_.GetCounter("ebb_releases_total", "Runs that gave arena memory back.", {{"model", name}});
-  RunObserver observer = [&](const RunRecord& r) {
-    if (!r.release_spec.empty() || r.trimmed) releases.Increment();
-  };
+  RunObserver observer = ReleaseCounter(name);
   OperationOptions options;
   options.observer = &observer;
-  std::vector<Tensor> frames = SplitBatch(batch);
+  std::vector<Tensor> frames;
+  for (int64_t n = 0; n < batch.shape()[0]; ++n) frames.push_back(BatchItem(batch, n));
   auto results = config.tile ? RunTiled(runtime_, session, frames, *config.tile, options)
                              : RunPerFrame(runtime_, session, frames, options);
   if (!results.ok()) return results.status();
@@ -228,6 +195,13 @@ Result<std::vector<NamedTensor>> InferenceService::ExecuteImageOperation(const s
   std::vector<NamedTensor> outputs;
   outputs.push_back({out_name, std::move(stacked).value()});
   return outputs;
+}
+
+RunObserver InferenceService::ReleaseCounter(const std::string& model) {
+  Counter& releases = metrics_.GetCounter("ebb_releases_total", "Runs that gave arena memory back.", {{"model", model}});
+  return [&releases](const RunRecord& r) {
+    if (!r.release_spec.empty() || r.trimmed) releases.Increment();
+  };
 }
 
 std::vector<std::string> InferenceService::Devices() const {

@@ -71,6 +71,8 @@ class InferenceService {
                                                          const std::shared_ptr<Session>& session,
                                                          const InferRequest& request);
   std::vector<std::string> Devices() const;
+  // Counts the runs of `model` that gave memory back (ebb_releases_total).
+  RunObserver ReleaseCounter(const std::string& model);
   void RegisterCollectors();
 
   Runtime& runtime_;

@@ -66,16 +66,6 @@ std::vector<NamedTensor> AsInput(const Session& session, Tensor t) {
   return in;
 }
 
-// Item n of a batch [N,...] as [1,...].
-Tensor BatchItem(const Tensor& batch, int64_t n) {
-  Shape shape = batch.shape();
-  const size_t item_bytes = batch.byte_size() / static_cast<size_t>(shape[0]);
-  shape[0] = 1;
-  Tensor item(batch.type(), shape);
-  std::memcpy(item.data(), batch.data() + static_cast<size_t>(n) * item_bytes, item_bytes);
-  return item;
-}
-
 }  // namespace
 
 Result<std::vector<Tensor>> RunPerFrame(Runtime& runtime, const std::shared_ptr<Session>& session,
@@ -100,24 +90,14 @@ Result<std::vector<Tensor>> RunJoint(Runtime& runtime, const std::shared_ptr<Ses
                                      const std::vector<Tensor>& frames, const OperationOptions& options) {
   EBB_RETURN_IF_ERROR(CheckImageModel(*session));
   if (frames.empty()) return std::vector<Tensor>{};
-  for (const Tensor& f : frames) {
-    if (f.shape() != frames[0].shape() || f.type() != frames[0].type() || f.shape().empty() || f.shape()[0] != 1) {
-      return InvalidArgument("a joint run needs frames of one shape [1,...]; got " + ShapeToString(frames[0].shape()) +
-                             " and " + ShapeToString(f.shape()));
-    }
-  }
-  Shape batch_shape = frames[0].shape();
-  batch_shape[0] = static_cast<int64_t>(frames.size());
   std::vector<Tensor> results;
   Operation op(runtime, options);
   op.AddStep(
       session,
       [&]() -> Result<std::vector<NamedTensor>> {
-        Tensor batch(frames[0].type(), batch_shape);
-        for (size_t i = 0; i < frames.size(); ++i) {
-          std::memcpy(batch.data() + i * frames[i].byte_size(), frames[i].data(), frames[i].byte_size());
-        }
-        return AsInput(*session, std::move(batch));
+        Result<Tensor> batch = StackBatch(frames);
+        if (!batch.ok()) return batch.status();
+        return AsInput(*session, std::move(batch).value());
       },
       [&](std::vector<NamedTensor> out) {
         const Tensor& batch = out[0].tensor;

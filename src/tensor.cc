@@ -81,6 +81,32 @@ bool Tensor::BitwiseEquals(const Tensor& other) const {
          (size_ == 0 || std::memcmp(data(), other.data(), size_) == 0);
 }
 
+Tensor BatchItem(const Tensor& batch, int64_t n) {
+  Shape shape = batch.shape();
+  const size_t item_bytes = batch.byte_size() / static_cast<size_t>(shape[0]);
+  shape[0] = 1;
+  Tensor item(batch.type(), shape);
+  std::memcpy(item.data(), batch.data() + static_cast<size_t>(n) * item_bytes, item_bytes);
+  return item;
+}
+
+Result<Tensor> StackBatch(const std::vector<Tensor>& items) {
+  if (items.empty()) return InvalidArgument("nothing to stack into a batch");
+  for (const Tensor& t : items) {
+    if (t.type() != items[0].type() || t.shape() != items[0].shape() || t.shape().empty() || t.shape()[0] != 1) {
+      return InvalidArgument("a batch needs items of one type and shape [1,...]; got " +
+                             ShapeToString(items[0].shape()) + " and " + ShapeToString(t.shape()));
+    }
+  }
+  Shape shape = items[0].shape();
+  shape[0] = static_cast<int64_t>(items.size());
+  Tensor batch(items[0].type(), shape);
+  for (size_t i = 0; i < items.size(); ++i) {
+    std::memcpy(batch.data() + i * items[i].byte_size(), items[i].data(), items[i].byte_size());
+  }
+  return batch;
+}
+
 const Tensor* FindTensor(const std::vector<NamedTensor>& tensors, std::string_view name) {
   for (const NamedTensor& t : tensors) {
     if (t.name == name) return &t.tensor;

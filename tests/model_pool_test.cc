@@ -17,19 +17,13 @@ namespace fs = std::filesystem;
 using testing::ImageInput;
 using testing::kMiB;
 
-// Writes the convnet with a different doc_string (ModelProto field 6 appended:
-// the last occurrence wins), so each variant has its own content hash.
+// Variants of the convnet with distinct bytes, so distinct sessions.
 std::vector<std::string> MakeVariants(int n) {
-  std::ifstream in(testing::ModelPath("convnet"), std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
   std::vector<std::string> paths;
   for (int i = 0; i < n; ++i) {
-    const std::string doc = "variant " + std::to_string(i);
-    const std::string path = ::testing::TempDir() + "/ebb_variant_" + std::to_string(getpid()) + "_" +
-                             std::to_string(i) + ".onnx";
-    std::ofstream out(path, std::ios::binary);
-    out << bytes << '\x32' << static_cast<char>(doc.size()) << doc;
-    paths.push_back(path);
+    paths.push_back(::testing::TempDir() + "/ebb_variant_" + std::to_string(getpid()) + "_" + std::to_string(i) +
+                    ".onnx");
+    testing::WriteModelVariant(testing::ModelPath("convnet"), paths.back(), "variant " + std::to_string(i));
   }
   return paths;
 }

@@ -409,12 +409,10 @@ namespace {
 std::string MakeVariantRepository() {
   const fs::path root = fs::path(::testing::TempDir()) / ("ebb_variants_" + std::to_string(getpid()));
   fs::remove_all(root);
-  std::ifstream in(kModels + "/convnet/model.onnx", std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
   for (const char* name : {"a", "b", "c"}) {
     fs::create_directories(root / name);
-    const std::string doc = std::string("variant ") + name;
-    std::ofstream(root / name / "model.onnx", std::ios::binary) << bytes << '\x32' << static_cast<char>(doc.size()) << doc;
+    testing::WriteModelVariant(kModels + "/convnet/model.onnx", (root / name / "model.onnx").string(),
+                               std::string("variant ") + name);
   }
   return root.string();
 }

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -32,6 +34,15 @@ inline std::vector<NamedTensor> One(const std::string& name, Tensor t) {
   std::vector<NamedTensor> in;
   in.push_back({name, std::move(t)});
   return in;
+}
+
+// Writes a copy of the model `source` to `target` with a different
+// doc_string (ModelProto field 6 appended: the last occurrence wins), so the
+// copy has its own content hash and so its own session.
+inline void WriteModelVariant(const std::string& source, const std::string& target, const std::string& doc) {
+  std::ifstream in(source, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  std::ofstream(target, std::ios::binary) << bytes << '\x32' << static_cast<char>(doc.size()) << doc;
 }
 
 constexpr int64_t kMiB = 1 << 20;

@@ -20,6 +20,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ebb/status.h"
+
 namespace ebb {
 
 // Element types ebb moves between callers and ONNX Runtime. Names follow the
@@ -103,6 +105,12 @@ struct NamedTensor {
   std::string name;
   Tensor tensor;
 };
+
+// Item `n` of a batch [N,...] as a tensor [1,...]. REQUIRES: 0 <= n < N.
+Tensor BatchItem(const Tensor& batch, int64_t n);
+// Tensors [1,...] of one type and shape stacked into [N,...].
+// Errors: kInvalidArgument when they differ or the list is empty.
+Result<Tensor> StackBatch(const std::vector<Tensor>& items);
 
 // Finds a tensor by name; nullptr when absent.
 const Tensor* FindTensor(const std::vector<NamedTensor>& tensors, std::string_view name);
