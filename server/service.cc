@@ -185,6 +185,16 @@ Result<std::vector<NamedTensor>> InferenceService::ExecuteImageOperation(const s
   RunObserver observer = ReleaseCounter(name);
   OperationOptions options;
   options.observer = &observer;
+  // Progress of the model's latest operation, for clients watching a long tiled request.
+  Gauge& done = metrics_.GetGauge("ebb_operation_runs_done", "Runs finished in the model's latest operation.",
+                                  {{"model", name}});
+  Gauge& total = metrics_.GetGauge("ebb_operation_runs_planned", "Runs planned in the model's latest operation.",
+                                   {{"model", name}});
+  done.Set(0);
+  options.on_progress = [&](const Progress& p) {
+    done.Set(p.done);
+    total.Set(p.total);
+  };
   std::vector<Tensor> frames;
   for (int64_t n = 0; n < batch.shape()[0]; ++n) frames.push_back(BatchItem(batch, n));
   auto results = config.tile ? RunTiled(runtime_, session, frames, *config.tile, options)

@@ -175,6 +175,9 @@ TEST_F(ServerTest, TiledImageModelRunsTheWholeOperationAndReleasesOnce) {
   json out = json::parse(res->body);
   EXPECT_EQ(out["outputs"][0]["shape"], json({2, 3, 80, 72}));
   EXPECT_EQ(Metric(releases), before + 1) << "one release per request, after its last tile";
+  // 40x36 with cores of 20: 2x2 tiles per frame, 2 frames.
+  EXPECT_EQ(Metric(R"(ebb_operation_runs_planned{model="waifu2x_scale2x"})"), 8);
+  EXPECT_EQ(Metric(R"(ebb_operation_runs_done{model="waifu2x_scale2x"})"), 8);
   // Same as the operation run in-process.
   std::vector<Tensor> frames;
   frames.push_back(testing::RandomTensor({1, 3, 40, 36}, 0));
