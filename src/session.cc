@@ -149,6 +149,73 @@ bool KnownOutputShapes(SessionState& s, const std::vector<Shape>& input_shapes, 
   return s.shape_cache_usable && s.shape_cache.Find(input_shapes, all);
 }
 
+// Enters every arena the session allocates from; the run carries the release
+// for those on which it is alone (see ArenaGate). Returns which it carries.
+std::vector<bool> EnterArenas(SessionState& s, RunRecord* record) {
+  std::vector<bool> carried(s.gates.size());
+  for (size_t i = 0; i < s.gates.size(); ++i) {
+    carried[i] = s.gates[i]->Enter(record->release_wanted);
+    if (carried[i]) {
+      record->release_spec += (record->release_spec.empty() ? "" : ";") + s.gates[i]->spec();
+    } else if (record->release_wanted) {
+      record->release_deferred = true;
+    }
+  }
+  if (!record->release_spec.empty()) ++s.releases;
+  return carried;
+}
+
+// Leaves the arenas. A release still owed (deferred, or a region pinned by an
+// ORT-allocated output during the shrink) stays pending; returns whether this
+// run, the last one out, must trim the shared arena now.
+bool LeaveArenas(SessionState& s, const RunRecord& record, const std::vector<bool>& carried, bool outputs_pinned) {
+  bool trim = false;
+  for (size_t i = 0; i < s.gates.size(); ++i) {
+    const bool still_wanted = (record.release_wanted && !carried[i]) ||
+                              (carried[i] && outputs_pinned && s.gates[i]->can_trim());
+    trim |= s.gates[i]->Exit(still_wanted);
+  }
+  return trim;
+}
+
+// One ORT run. With `known` output shapes the outputs are written into
+// caller-owned tensors; without, ORT allocates them and they are copied out
+// (and their shapes remembered for the next run with these input shapes).
+// ORT's output Values are freed before returning, so before the arenas are left.
+Status RunOnce(SessionState& s, const PreparedInputs& in, const std::vector<size_t>& out_index,
+               const std::string& shrink_spec, const std::vector<Shape>* known, std::vector<Tensor>* results) {
+  results->clear();
+  std::vector<const char*> out_names;
+  for (size_t i : out_index) out_names.push_back(s.output_names[i]);
+  std::vector<Ort::Value> values(known ? 0 : out_index.size());
+  try {
+    for (size_t i = 0; known && i < out_index.size(); ++i) {
+      results->emplace_back(s.outputs[out_index[i]].type, (*known)[out_index[i]]);
+      values.push_back(WrapTensor(results->back()));
+    }
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("run of model '" + s.name + "': out of memory allocating its outputs");
+  }
+  try {
+    InvokeOrtRun({s.session.get(), in.names.data(), in.values.data(), in.values.size(), out_names.data(),
+                  values.data(), values.size(), shrink_spec});
+  } catch (const Ort::Exception& e) {
+    return StatusFromOrt(e, "run of model '" + s.name + "' on " + s.device.ToString(), s.arena_desc);
+  } catch (const std::exception& e) {  // e.g. std::bad_alloc from ORT's C++ glue
+    return StatusFromMessage(ORT_FAIL, e.what(), "run of model '" + s.name + "'", s.arena_desc);
+  }
+  if (known) return Status::Ok();
+  std::vector<Shape> seen(s.outputs.size());
+  for (size_t k = 0; k < values.size(); ++k) {
+    Result<Tensor> t = CopyOut(values[k], s.outputs[out_index[k]].name);
+    if (!t.ok()) return t.status();
+    seen[out_index[k]] = t->shape();
+    results->push_back(std::move(t).value());
+  }
+  if (out_index.size() == s.outputs.size()) s.shape_cache.Insert(in.shapes, seen);
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::function<bool()> MakeBareOrtRun(Session& session, const std::vector<NamedTensor>& inputs) {
@@ -233,82 +300,22 @@ Result<std::vector<NamedTensor>> Session::Run(const std::vector<NamedTensor>& in
   std::vector<size_t> out_index;
   if (Status st = detail::PrepareInputs(s, inputs, &prepared); !st.ok()) return finish(st);
   if (Status st = detail::SelectOutputs(s, flags.outputs, &out_index); !st.ok()) return finish(st);
-  std::vector<const char*> out_names;
-  for (size_t i : out_index) out_names.push_back(s.output_names[i]);
 
-  // Enter every arena this session allocates from; carry the release for
-  // those on which this run is alone.
-  std::vector<bool> carried(s.gates.size());
-  for (size_t i = 0; i < s.gates.size(); ++i) {
-    carried[i] = s.gates[i]->Enter(record.release_wanted);
-    if (carried[i]) {
-      record.release_spec += (record.release_spec.empty() ? "" : ";") + s.gates[i]->spec();
-    } else if (record.release_wanted) {
-      record.release_deferred = true;
-    }
-  }
-  if (!record.release_spec.empty()) ++s.releases;
+  const std::vector<bool> carried = detail::EnterArenas(s, &record);
   ++s.in_flight;
-
   std::vector<Tensor> results;
-  Status status;
   std::vector<Shape> known;
   bool preallocate = detail::KnownOutputShapes(s, prepared.shapes, &known);
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    std::vector<Ort::Value> values;
-    results.clear();
-    if (preallocate) {
-      try {
-        for (size_t i : out_index) {
-          results.emplace_back(s.outputs[i].type, known[i]);
-          values.push_back(detail::WrapTensor(results.back()));
-        }
-      } catch (const std::bad_alloc&) {
-        status = ResourceExhausted("run of model '" + s.name + "': out of memory allocating its outputs");
-        break;
-      }
-    } else {
-      values.resize(out_index.size());
-    }
-    try {
-      detail::InvokeOrtRun({s.session.get(), prepared.names.data(), prepared.values.data(), prepared.values.size(),
-                            out_names.data(), values.data(), values.size(), record.release_spec});
-      status = Status::Ok();
-    } catch (const Ort::Exception& e) {
-      status = detail::StatusFromOrt(e, "run of model '" + s.name + "' on " + s.device.ToString(), s.arena_desc);
-    } catch (const std::exception& e) {  // e.g. std::bad_alloc from ORT's C++ glue
-      status = detail::StatusFromMessage(ORT_FAIL, e.what(), "run of model '" + s.name + "'", s.arena_desc);
-    }
-    if (status.ok() && !preallocate) {
-      std::vector<Shape> seen(s.outputs.size());
-      for (size_t k = 0; k < values.size() && status.ok(); ++k) {
-        Result<Tensor> t = detail::CopyOut(values[k], s.outputs[out_index[k]].name);
-        if (!t.ok()) {
-          status = t.status();
-          break;
-        }
-        seen[out_index[k]] = t->shape();
-        results.push_back(std::move(t).value());
-      }
-      if (status.ok() && out_index.size() == s.outputs.size()) s.shape_cache.Insert(prepared.shapes, seen);
-    }
+  Status status = detail::RunOnce(s, prepared, out_index, record.release_spec, preallocate ? &known : nullptr, &results);
+  if (!status.ok() && preallocate && !s.static_output_shapes && status.code() != StatusCode::kResourceExhausted) {
     // A cached output shape that proved wrong (data-dependent outputs): stop
     // trusting the cache for this model and run once more with ORT's outputs.
-    bool retry = !status.ok() && preallocate && !s.static_output_shapes &&
-                 status.code() != StatusCode::kResourceExhausted;
-    if (!retry) break;
     s.shape_cache_usable = false;
     preallocate = false;
-  }  // ORT-allocated output Values are freed here, before the arenas are left.
-  record.outputs_preallocated = preallocate;
-
-  const bool outputs_pinned = !preallocate && !record.release_spec.empty();
-  bool trim = false;
-  for (size_t i = 0; i < s.gates.size(); ++i) {
-    bool still_wanted = (record.release_wanted && !carried[i]) ||
-                        (carried[i] && outputs_pinned && s.gates[i]->can_trim());
-    trim |= s.gates[i]->Exit(still_wanted);
+    status = detail::RunOnce(s, prepared, out_index, record.release_spec, nullptr, &results);
   }
+  record.outputs_preallocated = preallocate;
+  const bool trim = detail::LeaveArenas(s, record, carried, /*outputs_pinned=*/!preallocate);
   --s.in_flight;
   if (trim) {
     record.trimmed = true;
