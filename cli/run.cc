@@ -120,7 +120,7 @@ int RunImages(const RunOptions& o) {
   auto& [model_path, config] = *model;
   auto runtime = MakeRuntime(o.common);
   if (!runtime) return 1;
-  const std::string device = o.common.device != "auto" ? o.common.device : config.device;
+  const std::string device = o.common.device != "auto" || config.device.empty() ? o.common.device : config.device;
   auto session = LoadOrReport(*runtime, model_path, device);
   if (!session) return 1;
   if (Status st = CheckImageToImage(*session); !st.ok()) return Fail(st);

@@ -29,6 +29,7 @@ int Serve(const ServeOptions& o) {
   server::ModelRepository::Options repo_options;
   repo_options.root = o.repository;
   repo_options.load_on_demand = o.load_on_demand;
+  repo_options.default_device = o.common.device;
   repo_options.pool = o.pool;
   repo_options.on_event = [&metrics](const PoolEvent& e) {
     const server::Labels model = {{"model", e.name}};

@@ -50,7 +50,8 @@ Result<ModelConfig> ModelRepository::Register(const std::string& name, bool rere
   auto folder = FolderOf(name);
   if (!folder.ok()) return folder.status();
   auto config = LoadModelConfig(*folder);
-  auto device = config.ok() ? DeviceRequest::Parse(config->device) : Result<DeviceRequest>(config.status());
+  auto device = config.ok() ? DeviceRequest::Parse(config->device.empty() ? options_.default_device : config->device)
+                            : Result<DeviceRequest>(config.status());
   std::lock_guard<std::mutex> lock(mu_);
   if (!device.ok()) {
     bad_configs_[name] = device.status().message();

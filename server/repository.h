@@ -51,6 +51,7 @@ class ModelRepository {
   struct Options {
     std::string root;            // the repository folder
     bool load_on_demand = true;  // a request to a model not loaded loads it
+    std::string default_device = "auto";  // for models whose config.json names none
     PoolOptions pool;            // memory budget, waiting, default keep-alive
     ModelPool::EventFn on_event; // loads and evictions, for metrics
   };

@@ -226,6 +226,10 @@ Status ModelPool::LoadLocked(Entry& e, bool on_demand, std::unique_lock<std::mut
 }
 
 Result<Lease> ModelPool::Acquire(const std::string& name, const AcquireOptions& options) {
+  return AcquireImpl(name, options, /*on_demand=*/true);
+}
+
+Result<Lease> ModelPool::AcquireImpl(const std::string& name, const AcquireOptions& options, bool on_demand) {
   std::vector<PoolEvent> events;
   std::unique_lock<std::mutex> lock(mu_);
   auto it = entries_.find(name);
@@ -249,7 +253,7 @@ Result<Lease> ModelPool::Acquire(const std::string& name, const AcquireOptions& 
       }
       if (MakeRoomLocked(device, ChargeOf(e), name, &events)) {
         e.state = PoolState::kLoading;
-        failure = LoadLocked(e, /*on_demand=*/true, lock, &events);
+        failure = LoadLocked(e, on_demand, lock, &events);
         if (!failure.ok()) break;
         continue;
       }
@@ -343,7 +347,7 @@ Status ModelPool::RunWithRecovery(const std::string& name, const AcquireOptions&
 }
 
 Status ModelPool::Load(const std::string& name) {
-  Result<Lease> lease = Acquire(name, {.keep_alive_ms = std::nullopt, .load_on_demand = true});
+  Result<Lease> lease = AcquireImpl(name, {.keep_alive_ms = std::nullopt, .load_on_demand = true}, /*on_demand=*/false);
   return lease.ok() ? Status::Ok() : lease.status();
 }
 

@@ -208,9 +208,12 @@ TEST_F(ServerTest, LoadUnloadReloadAndOnDemandLoad) {
     }
   }
   EXPECT_TRUE(seen);
+  const std::string on_demand = R"(ebb_model_on_demand_loads_total{model="tiny"})";
+  const double on_demand_before = std::max(0.0, Metric(on_demand));
   ASSERT_EQ(Post("/v2/repository/models/tiny/load", "")->status, 200);
   EXPECT_EQ(c.Get("/v2/models/tiny/ready")->status, 200);
   EXPECT_EQ(Metric(loads), loads_before + 1);
+  EXPECT_EQ(std::max(0.0, Metric(on_demand)), on_demand_before) << "an explicit load is not on demand";
   // Loading a loaded model again keeps its cached session: no new ORT session,
   // but the repository counts the load request.
   ASSERT_EQ(Post("/v2/repository/models/tiny/unload", "")->status, 200);
@@ -219,6 +222,7 @@ TEST_F(ServerTest, LoadUnloadReloadAndOnDemandLoad) {
   ASSERT_EQ(res->status, 200) << res->body;
   EXPECT_EQ(c.Get("/v2/models/tiny/ready")->status, 200) << "a request loads an unloaded model on demand";
   EXPECT_EQ(Metric(loads), loads_before + 2);
+  EXPECT_EQ(Metric(on_demand), on_demand_before + 1);
 }
 
 TEST_F(ServerTest, MetricsParseAndTheArenaGaugesShowTheRelease) {

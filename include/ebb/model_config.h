@@ -28,7 +28,7 @@ enum class ModelKind {
 
 struct ModelConfig {
   ModelKind kind = ModelKind::kTensor;
-  std::string device = "auto";      // "auto", "cpu", "cuda:N"
+  std::string device;               // "auto", "cpu", "cuda:N"; empty = the caller's default (--device)
   std::optional<TileOptions> tile;  // tiled operation when set (image_to_image only)
   // Idle time after which the model is unloaded; negative = never, 0 = right
   // after each request. Unset = the server's default.

@@ -165,6 +165,7 @@ class ModelPool {
  private:
   struct Entry;
   friend class Lease;
+  Result<Lease> AcquireImpl(const std::string& name, const AcquireOptions& options, bool on_demand);
   void Release(Lease& lease);
   int64_t ChargeOf(const Entry& e) const;
   int64_t UsedLocked(const std::string& device) const;
