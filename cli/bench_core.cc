@@ -5,12 +5,21 @@
 #include "session_state.h"
 
 namespace ebb::cli {
+namespace {
+
+// The runtime and the benchmarked model's session; false (reported) on failure.
+bool Setup(const BenchOptions& options, std::unique_ptr<Runtime>* runtime, std::shared_ptr<Session>* session) {
+  *runtime = MakeRuntime(options.common);
+  if (*runtime) *session = LoadOrReport(**runtime, ModelPath(options.common, options.model), options.common.device);
+  return *runtime && *session;
+}
+
+}  // namespace
 
 int BenchOverhead(const BenchOptions& options) {
-  auto runtime = MakeRuntime(options.common);
-  if (!runtime) return 1;
-  auto session = LoadOrReport(*runtime, ModelPath(options.common, options.model), options.common.device);
-  if (!session) return 1;
+  std::unique_ptr<Runtime> runtime;
+  std::shared_ptr<Session> session;
+  if (!Setup(options, &runtime, &session)) return 1;
   const int64_t side = options.size ? options.size : 256;
   auto inputs = NoiseImage(session->inputs()[0].name, side, side);
   auto bare = detail::MakeBareOrtRun(*session, inputs);
@@ -55,10 +64,9 @@ int BenchOverhead(const BenchOptions& options) {
 }
 
 int BenchFloor(const BenchOptions& options) {
-  auto runtime = MakeRuntime(options.common);
-  if (!runtime) return 1;
-  auto session = LoadOrReport(*runtime, ModelPath(options.common, options.model), options.common.device);
-  if (!session) return 1;
+  std::unique_ptr<Runtime> runtime;
+  std::shared_ptr<Session> session;
+  if (!Setup(options, &runtime, &session)) return 1;
   const int64_t side = options.size ? options.size : 2048;
   auto inputs = NoiseImage(session->inputs()[0].name, side, side);
 
