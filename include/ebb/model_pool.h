@@ -6,7 +6,8 @@
 // loads serialised so the growth is its own; GPU memory growth on CUDA) plus
 // the largest transient peak its operations have been seen to need (the RSS
 // high-water mark over an operation that ran alone, reset through
-// /proc/self/clear_refs; the arena's peak on CUDA). Before its first load a
+// /proc/self/clear_refs: a model's first 8 calls, then one in 16; the
+// arena's peak on CUDA). Before its first load a
 // model is charged its file size, the only thing known then.
 //
 // Before a load, when the charge does not fit, idle models are evicted, least
