@@ -192,8 +192,14 @@ void RuntimeContext::set_cuda_unavailable(const std::string& reason) {
   cuda_unavailable_ = reason;
 }
 
-void RuntimeContext::TrimHeap() const {
-  if (policy_.trim_heap_after_release) malloc_trim(0);
+void RuntimeContext::TrimHeap(bool force) {
+  if (!policy_.trim_heap_after_release) return;
+  if (!force) {
+    if (std::optional<ArenaStats> shared = ReadSharedArena()) {
+      if (shrinks_at_last_heap_trim_.exchange(shared->shrinks) == shared->shrinks) return;  // nothing was freed
+    }
+  }
+  malloc_trim(0);
 }
 
 std::optional<ArenaStats> RuntimeContext::ReadSharedArena() const {

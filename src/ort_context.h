@@ -7,6 +7,7 @@
 #include <onnxruntime_run_options_config_keys.h>
 #include <onnxruntime_session_options_config_keys.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -62,8 +63,11 @@ class RuntimeContext {
   // Frees every fully free region of the shared CPU arena now (a shrinking run
   // of the trim session) and trims the heap. REQUIRES: shared arena exists.
   Status TrimSharedArena();
-  // Returns freed heap pages to the OS when the policy says so.
-  void TrimHeap() const;
+  // Returns freed heap pages to the OS (malloc_trim) when the policy says so.
+  // With a shared arena it is skipped unless a shrink freed arena regions
+  // since the last call (malloc_trim walks every glibc heap: ~40 us a call
+  // here, a quarter of a tiny model's request); `force` trims regardless.
+  void TrimHeap(bool force = false);
   // Statistics of the shared CPU arena, when there is one.
   std::optional<ArenaStats> ReadSharedArena() const;
 
@@ -80,6 +84,7 @@ class RuntimeContext {
   std::shared_ptr<ArenaGate> shared_gate_;
   std::unique_ptr<Ort::Session> trim_session_;
   size_t shared_cap_ = 0;
+  std::atomic<int64_t> shrinks_at_last_heap_trim_{-1};
   bool registered_ = false;
   mutable std::mutex cuda_mu_;
   std::optional<std::string> cuda_unavailable_;  // guarded by cuda_mu_

@@ -115,9 +115,11 @@ Status Runtime::Trim() {
     }
   }
   if (const auto& gate = ctx_->shared_cpu_gate(); gate && gate->TrimNowOrDefer()) {
-    return ctx_->TrimSharedArena();
+    Status st = ctx_->TrimSharedArena();
+    ctx_->TrimHeap(/*force=*/true);
+    return st;
   }
-  ctx_->TrimHeap();
+  ctx_->TrimHeap(/*force=*/true);
   return Status::Ok();
 }
 
