@@ -64,7 +64,10 @@ int64_t ReadRssBytes() {
 
 int64_t ReadPeakRssBytes() { return ReadStatusKb("VmHWM"); }
 
-int64_t PhysicalMemoryBytes() { return static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE); }
+int64_t PhysicalMemoryBytes() {
+  static const int64_t bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);  // a syscall
+  return bytes;
+}
 
 std::vector<GpuMemory> ReadGpuMemory() {
   static Nvml nvml;  // dlopen once; NVML is thread-safe after init

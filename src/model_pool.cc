@@ -90,7 +90,7 @@ ModelPool::~ModelPool() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
-  changed_.notify_all();
+  stop_cv_.notify_all();
   reaper_.join();
 }
 
@@ -388,7 +388,9 @@ void ModelPool::ReapNow() {
 void ModelPool::Reaper() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
-    changed_.wait_for(lock, options_.reap_interval);
+    // Its own condition variable: waking it at every lease returned would cost
+    // a context switch per request.
+    stop_cv_.wait_for(lock, options_.reap_interval);
     if (stop_) break;
     lock.unlock();
     ReapNow();

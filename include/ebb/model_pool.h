@@ -190,6 +190,7 @@ class ModelPool {
   uint64_t generation_ = 0;                          // bumps on every Acquire; guarded by mu_
   std::mutex load_mu_;                               // one load at a time, so RSS growth is attributable
   bool stop_ = false;                                // guarded by mu_
+  std::condition_variable stop_cv_;                  // wakes the reaper only to stop
   std::thread reaper_;
 };
 
