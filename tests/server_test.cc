@@ -343,6 +343,35 @@ TEST_F(ServerTest, ASlowClientDoesNotBlockOthers) {
   stalled.join();
 }
 
+TEST_F(ServerTest, ClientsThatDisconnectMidRequestLoseNothingForOthers) {
+  // Clients that send a large inference request and vanish before the reply.
+  Tensor x = testing::RandomTensor({1, 3, 512, 512}, 8);
+  json header = {{"inputs", {{{"name", "x"}, {"shape", x.shape()}, {"datatype", "FP32"},
+                               {"parameters", {{"binary_data_size", x.byte_size()}}}}}}};
+  const std::string json_part = header.dump();
+  const std::string request = "POST /v2/models/convnet/infer HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                              "application/octet-stream\r\nInference-Header-Content-Length: " +
+                              std::to_string(json_part.size()) + "\r\nContent-Length: " +
+                              std::to_string(json_part.size() + x.byte_size()) + "\r\n\r\n" + json_part;
+  for (int i = 0; i < 3; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    (void)!write(fd, request.data(), request.size());
+    (void)!write(fd, x.data(), i == 0 ? x.byte_size() / 2 : x.byte_size());  // the first one leaves mid-body
+    close(fd);
+  }
+  for (int i = 0; i < 5; ++i) {
+    auto res = Post("/v2/models/mixed/infer", MixedRequest().dump());
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200);
+  }
+  EXPECT_EQ(Client().Get("/v2/health/ready")->status, 200);
+}
+
 // --- Separate servers: queue limits and shutdown -----------------------------------
 
 std::string BigConvnetRequest(int side) {
