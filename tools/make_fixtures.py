@@ -23,7 +23,9 @@ from PIL import Image
 sys.path.insert(0, os.path.dirname(__file__))
 import check_waifu2x  # noqa: E402
 
-PHOTO = "/usr/lib/python3/dist-packages/skimage/data/astronaut.png"
+import skimage.data  # noqa: E402  (Debian's python3-skimage)
+
+PHOTO = os.path.join(os.path.dirname(skimage.data.__file__), "astronaut.png")
 OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures")
 Y0, X0, SIZE = 40, 160, 192
 
