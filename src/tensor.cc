@@ -107,11 +107,4 @@ Result<Tensor> StackBatch(const std::vector<Tensor>& items) {
   return batch;
 }
 
-const Tensor* FindTensor(const std::vector<NamedTensor>& tensors, std::string_view name) {
-  for (const NamedTensor& t : tensors) {
-    if (t.name == name) return &t.tensor;
-  }
-  return nullptr;
-}
-
 }  // namespace ebb

@@ -112,7 +112,5 @@ Tensor BatchItem(const Tensor& batch, int64_t n);
 // Errors: kInvalidArgument when they differ or the list is empty.
 Result<Tensor> StackBatch(const std::vector<Tensor>& items);
 
-// Finds a tensor by name; nullptr when absent.
-const Tensor* FindTensor(const std::vector<NamedTensor>& tensors, std::string_view name);
 
 }  // namespace ebb
