@@ -16,6 +16,23 @@ struct BenchOptions {
   bool json = true;               // --json (JSON is the only output)
 };
 
+// `ebb bench footprint`: memory per model, ebb against plain ORT (bench_footprint.cc).
+struct FootprintOptions {
+  CommonOptions common;
+  std::string generated_dir;  // --generated: default `generated_models` beside the binary
+  std::string sizes = "10,100,300";  // generated conv models, MB of weights
+  std::string bundled = "convnet,tiny,mixed,twochannel,ppocr_det,waifu2x_scale2x";  // under --models
+  std::string levels = "all,extended,basic,disabled";
+  int cycles = 20;          // ebb's load -> infer -> unload cycles after the first
+  int baseline_cycles = 3;  // plain ORT's (its loads are the slow part of the run)
+  int64_t side = 64;        // spatial side of 4-D inputs
+  bool json = true;
+  // Hidden: the child process that measures one configuration.
+  std::string worker;  // "ebb" or "ort"
+  std::string worker_model, worker_level, worker_cache_dir;
+};
+
+int BenchFootprint(const FootprintOptions& options);
 int BenchOverhead(const BenchOptions& options);
 int BenchFloor(const BenchOptions& options);
 int BenchRelease(const BenchOptions& options);
