@@ -189,6 +189,16 @@ void OptimizedModelCache::Remove(const OptimizedModelKey& key) {
   fs::remove(PathOf(id, ".ort"), ec);
 }
 
+void OptimizedModelCache::MarkUncacheable(const OptimizedModelKey& key) {
+  std::lock_guard<std::mutex> lock(uncacheable_mu_);
+  uncacheable_.insert(key.Id());
+}
+
+bool OptimizedModelCache::IsUncacheable(const OptimizedModelKey& key) const {
+  std::lock_guard<std::mutex> lock(uncacheable_mu_);
+  return uncacheable_.count(key.Id()) > 0;
+}
+
 uint64_t OptimizedModelCache::TotalBytes() const {
   uint64_t total = 0;
   std::error_code ec;

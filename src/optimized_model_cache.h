@@ -34,6 +34,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "ebb/memory_policy.h"
@@ -86,6 +87,12 @@ class OptimizedModelCache {
   // Removes the entry for `key` (both files), if any.
   void Remove(const OptimizedModelKey& key);
 
+  // Models that cannot go through the cache (ORT could not save them, or
+  // refused the entry it wrote): remembered for the life of the process, so
+  // later loads do not pay for another attempt.
+  void MarkUncacheable(const OptimizedModelKey& key);
+  bool IsUncacheable(const OptimizedModelKey& key) const;
+
   // Bytes of all entries now in the folder.
   uint64_t TotalBytes() const;
 
@@ -100,6 +107,8 @@ class OptimizedModelCache {
   const std::string folder_;
   const uint64_t max_bytes_;
   std::mutex trim_mu_;  // one trim at a time in this process
+  mutable std::mutex uncacheable_mu_;
+  std::set<std::string> uncacheable_;  // entry ids; guarded by uncacheable_mu_
 };
 
 }  // namespace ebb::detail

@@ -195,6 +195,7 @@ Status CreateAndCache(SessionState& s, OptimizedModelCache& cache, const Optimiz
     Status st = StatusFromOrt(e, where, "CPU memory");
     if (st.code() == StatusCode::kResourceExhausted) return st;
     s.load.optimized_cache_note = "could not be optimized into the cache: " + st.message();
+    cache.MarkUncacheable(key);  // a broken model fails again below, plainly; a model ORT cannot save loads
     return Status::Ok();
   }
   if (!SourceUnchanged(source)) {
@@ -208,7 +209,10 @@ Status CreateAndCache(SessionState& s, OptimizedModelCache& cache, const Optimiz
     return Status::Ok();
   }
   s.load.wrote_optimized_cache = true;
-  if (!OpenFromCache(s, cache, key)) s.session = std::move(fresh);
+  if (!OpenFromCache(s, cache, key)) {
+    cache.MarkUncacheable(key);  // ORT refused what it wrote: do not try again in this process
+    s.session = std::move(fresh);
+  }
   return Status::Ok();
 }
 
@@ -220,7 +224,11 @@ Status CreateCpuSession(SessionState& s, const ModelSource& source, const Sessio
   if (OptimizedModelCache* cache = s.ctx->optimized_cache()) {
     const OptimizedModelKey key{spec.model_sha256, GraphOptionsText(policy), Ort::GetVersionString(),
                                 CpuFeaturesHash()};
-    if (!OpenFromCache(s, *cache, key)) EBB_RETURN_IF_ERROR(CreateAndCache(s, *cache, key, source, where));
+    if (cache->IsUncacheable(key)) {
+      s.load.optimized_cache_note = "this model could not go through the cache earlier in this process";
+    } else if (!OpenFromCache(s, *cache, key)) {
+      EBB_RETURN_IF_ERROR(CreateAndCache(s, *cache, key, source, where));
+    }
   } else {
     s.load.optimized_cache_note = s.ctx->cache_problem();
   }
