@@ -14,6 +14,7 @@ struct BenchOptions {
   int64_t size = 0;               // input side in pixels; 0 = the benchmark's default
   int iterations = 0;             // 0 = the benchmark's default (quick)
   bool json = true;               // --json (JSON is the only output)
+  int64_t budget_bytes = 0;       // bench switch: 0 = 2.5x one model's measured charge
 };
 
 // `ebb bench footprint`: memory per model, ebb against plain ORT (bench_footprint.cc).

@@ -131,6 +131,7 @@ int main(int argc, char** argv) {
   auto* release_cmd = add_bench("release", "a tiled multi-frame operation under every release mode");
   auto* http_cmd = add_bench("http", "the server's own cost per request over the run boundary");
   auto* switch_cmd = add_bench("switch", "models rotating under all_resident, destroy_on_switch and budget_lru");
+  switch_cmd->add_option("--budget-bytes", bench.budget_bytes, "budget_lru's budget (0 = 2.5x one model's charge)");
   auto* sessions_cmd = add_bench("sessions", "1 to 16 sessions: per-session arenas against one shared capped arena");
   FootprintOptions footprint;
   auto* footprint_cmd = bench_cmd->add_subcommand(
