@@ -134,10 +134,11 @@ struct MemoryPolicy {
   // core). Shared rather than per session: a loaded model then costs no threads
   // or stacks of its own. The first Runtime of the process sets the pool.
   int intra_op_threads = 0;
-  // ORT's graph optimization level for every session. `extended` by default:
-  // measured (docs/memory-policy.md), `all` made loads 2-3x slower and, on a
-  // real 88 MB background-removal model, doubled the idle memory (NCHWc
-  // layout) for ~25% faster runs; `extended` keeps the weights at 1.1x the file.
+  // ORT's graph optimization level for every session. `extended` by default,
+  // by measurement (docs/memory-policy.md): an idle model then costs 1.0-1.1x
+  // its weights on every model measured, while `all` doubled that on a real
+  // 88 MB background-removal model (NCHWc weights) for 10-25% faster runs
+  // (and ~3x slower first loads, paid once with the optimized-model cache).
   GraphOptimization graph_optimization = GraphOptimization::kExtended;
   OptimizedModelCachePolicy optimized_model_cache;
 };
