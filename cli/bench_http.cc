@@ -7,10 +7,8 @@
 #include <thread>
 
 #include "bench.h"
-#include "http_server.h"
-#include "metrics.h"
-#include "repository.h"
-#include "service.h"
+#include "core/service.h"
+#include "http/http_server.h"
 
 namespace ebb::cli {
 
@@ -19,16 +17,16 @@ int BenchHttp(const BenchOptions& options) {
   const int n = options.iterations ? options.iterations : 2000;
   auto runtime = MakeRuntime(options.common);
   if (!runtime) return 1;
-  server::MetricsRegistry metrics;
-  auto repository = server::ModelRepository::Open(*runtime, {.root = options.common.models_dir});
-  if (!repository.ok()) return Fail(repository.status());
-  if (Status st = (*repository)->Load(model); !st.ok()) return Fail(st);
-  server::InferenceService service(*runtime, **repository, metrics, {});
-  server::HttpServer http(service, {.port = 0});
+  auto service = server::InferenceService::Create(*runtime, {.root = options.common.models_dir}, {});
+  if (!service.ok()) return Fail(service.status());
+  server::ModelRepository& repository = (*service)->repository();
+  if (Status st = repository.Load(model); !st.ok()) return Fail(st);
+  server::RestApi api(**service);
+  server::HttpServer http(api, {.port = 0});
   if (Status st = http.Bind(); !st.ok()) return Fail(st);
   std::thread serving([&http] { http.Serve(); });
 
-  auto handle = (*repository)->Acquire(model);
+  auto handle = repository.Acquire(model);
   if (!handle.ok()) return Fail(handle.status());
   const TensorInfo& in = handle->session()->inputs()[0];
   Shape shape = in.shape;

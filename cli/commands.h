@@ -6,8 +6,8 @@
 
 #include "common.h"
 #include "ebb/model_pool.h"
-#include "http_server.h"
-#include "service.h"
+#include "core/service.h"
+#include "http/http_server.h"
 
 namespace ebb::cli {
 

@@ -1,6 +1,6 @@
 // `ebb serve`: the KServe v2 inference server on a model repository folder.
-// A thin layer: flags -> Runtime, ModelRepository, InferenceService,
-// HttpServer; SIGINT/SIGTERM stop it gracefully.
+// A thin layer: flags -> Runtime, InferenceService (the server core, which
+// opens the repository), RestApi + HttpServer; SIGINT/SIGTERM stop it gracefully.
 #include <pthread.h>
 #include <signal.h>
 
@@ -8,10 +8,6 @@
 #include <thread>
 
 #include "commands.h"
-#include "http_server.h"
-#include "metrics.h"
-#include "repository.h"
-#include "service.h"
 
 namespace ebb::cli {
 
@@ -25,45 +21,26 @@ int Serve(const ServeOptions& o) {
 
   auto runtime = MakeRuntime(o.common);
   if (!runtime) return 1;
-  server::MetricsRegistry metrics;
   server::ModelRepository::Options repo_options;
   repo_options.root = o.repository;
   repo_options.load_on_demand = o.load_on_demand;
   repo_options.default_device = o.common.device;
   repo_options.pool = o.pool;
-  repo_options.on_event = [&metrics](const PoolEvent& e) {
-    const server::Labels model = {{"model", e.name}};
-    if (e.kind == PoolEvent::Kind::kLoad) {
-      metrics.GetCounter("ebb_model_loads_total", "Models loaded, per model.", model).Increment();
-      if (e.on_demand) {
-        metrics.GetCounter("ebb_model_on_demand_loads_total", "Loads a request waited for, per model.", model)
-            .Increment();
-        metrics
-            .GetHistogram("ebb_model_switch_seconds", "Time a request waited for its model to load.",
-                          server::LatencyBuckets())
-            .Observe(e.load_ms / 1000);
-      }
-    } else {
-      metrics
-          .GetCounter("ebb_model_evictions_total", "Models unloaded, per model and reason.",
-                      {{"model", e.name}, {"reason", EvictReasonName(e.reason)}})
-          .Increment();
-    }
-  };
-  auto repository = server::ModelRepository::Open(*runtime, repo_options);
-  if (!repository.ok()) return Fail(repository.status());
+  auto service = server::InferenceService::Create(*runtime, repo_options, o.service);
+  if (!service.ok()) return Fail(service.status());
+  server::ModelRepository& repository = (*service)->repository();
   if (o.load_all) {
-    for (const auto& [name, status] : (*repository)->LoadAll()) {
+    for (const auto& [name, status] : repository.LoadAll()) {
       std::fprintf(stderr, "ebb: model '%s' did not load: %s\n", name.c_str(), status.ToString().c_str());
     }
   }
-  server::InferenceService service(*runtime, **repository, metrics, o.service);
-  server::HttpServer http(service, o.http);
+  server::RestApi api(**service);
+  server::HttpServer http(api, o.http);
   if (Status st = http.Bind(); !st.ok()) return Fail(st);
 
   const std::string url = "http://" + o.http.host + ":" + std::to_string(http.port());
-  std::printf("ebb serve: %s (repository %s)\n", url.c_str(), (*repository)->root().c_str());
-  for (const server::ModelInfo& m : (*repository)->Index()) {
+  std::printf("ebb serve: %s (repository %s)\n", url.c_str(), repository.root().c_str());
+  for (const server::ModelInfo& m : repository.Index()) {
     std::printf("  %-20s %s\n", m.name.c_str(), PoolStateName(m.state));
   }
   std::printf("try:\n  curl -s %s/v2/models/mixed/infer -H 'Content-Type: application/json' -d "
@@ -80,7 +57,7 @@ int Serve(const ServeOptions& o) {
   sigwait(&signals, &signal);
   std::printf("ebb serve: %s received, finishing requests in flight\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
   std::fflush(stdout);
-  service.BeginShutdown();
+  (*service)->BeginShutdown();
   http.Stop();
   serving.join();
   return 0;

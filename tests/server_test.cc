@@ -12,7 +12,7 @@
 
 #include "ebb/runtime.h"
 #include "ebb/tiler.h"
-#include "protocol.h"
+#include "http/protocol.h"
 #include "server_process.h"
 #include "test_util.h"
 
@@ -135,9 +135,10 @@ TEST_F(ServerTest, JsonInferenceMatchesAnInProcessRun) {
   json out = json::parse(res->body);
   auto request = server::ParseInferRequest(MixedRequest().dump(), std::nullopt);
   ASSERT_TRUE(request.ok());
-  auto local = Local("mixed")->Run(request->inputs);
+  auto local = Local("mixed")->Run(request->request.inputs);
   ASSERT_TRUE(local.ok());
-  json expected = json::parse(server::EncodeInferResponse("mixed", "1", *request, *local).body);
+  json expected = json::parse(
+      server::EncodeInferResponse({"mixed", "1", "", std::move(local).value()}, request->binary).body);
   EXPECT_EQ(out["outputs"], expected["outputs"]);
   EXPECT_EQ(out["outputs"][0]["data"][0], 1.5 + 1 + 0);  // sum = a + b + c
 }
@@ -271,7 +272,9 @@ TEST_F(ServerTest, BadRequestsGetClearErrorsAndTheServerKeepsServing) {
   const std::vector<BadRequest> cases = {
       {"malformed JSON", "/v2/models/mixed/infer", "{\"inputs\": [", {}, 400, "JSON"},
       {"unknown model", "/v2/models/nope/infer", MixedRequest().dump(), {}, 404, "unknown model 'nope'"},
-      {"a path as model name", "/v2/models/..%2F..%2Fetc/infer", MixedRequest().dump(), {}, 404, "no such endpoint"},
+      {"a path as model name", "/v2/models/..%2F..%2Fetc/infer", MixedRequest().dump(), {}, 400, "invalid model name"},
+      {"a bad percent-encoding", "/v2/models/ti%zzny/infer", MixedRequest().dump(), {}, 400, "percent-encoding"},
+      {"an unknown endpoint", "/v2/modelz/tiny/infer", MixedRequest().dump(), {}, 404, "no such endpoint"},
       {"a hidden name", "/v2/models/..tiny/infer", MixedRequest().dump(), {}, 400, "invalid model name"},
       {"a link out of the repository", "/v2/models/escape/infer", MixedRequest().dump(), {}, 400,
        "resolves outside the repository"},
@@ -300,6 +303,22 @@ TEST_F(ServerTest, BadRequestsGetClearErrorsAndTheServerKeepsServing) {
     ASSERT_TRUE(good);
     EXPECT_EQ(good->status, 200) << "after " << c.what;
   }
+}
+
+TEST_F(ServerTest, AKnownPathWithTheWrongMethodIs405) {
+  httplib::Client c = Client();
+  auto get = c.Get("/v2/models/tiny/infer");
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 405) << get->body;
+  EXPECT_EQ(get->get_header_value("Allow"), "POST");
+  EXPECT_NE(get->body.find("method not allowed: GET /v2/models/tiny/infer"), std::string::npos) << get->body;
+  auto post = c.Post("/v2/health/live", "", "application/json");
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 405) << post->body;
+  EXPECT_EQ(post->get_header_value("Allow"), "GET");
+  auto good = Post("/v2/models/mixed/infer", MixedRequest().dump());
+  ASSERT_TRUE(good);
+  EXPECT_EQ(good->status, 200);
 }
 
 TEST_F(ServerTest, ConcurrentClientsOnTwoModels) {
