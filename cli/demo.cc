@@ -16,7 +16,7 @@ void PrintReading(const char* when, const MemoryReading& r) {
 }
 
 int DemoModel(Runtime& runtime, const CommonOptions& options, const std::string& model, int64_t side, int frames) {
-  auto session = LoadOrReport(runtime, ModelPath(options, model), options.device);
+  auto session = LoadOrReport(runtime, model, options);
   if (!session) return 1;
   std::printf("\n%s on %s: an operation of %d frames of %lldx%lld\n", model.c_str(),
               session->device().ToString().c_str(), frames, static_cast<long long>(side),

@@ -20,10 +20,12 @@ void AddCommon(CLI::App* app, CommonOptions* options) {
   app->add_option("--device", options->device, "auto, cpu or cuda:N")->capture_default_str();
 }
 
-int RunInfo(const CommonOptions& common, const std::string& model_path) {
+int RunInfo(const CommonOptions& common, const std::string& model) {
+  auto resolved = ResolveModel(model, common);
+  if (!resolved.ok()) return Fail(resolved.status());
   auto runtime = MakeRuntime(common);
   if (!runtime) return 1;
-  auto session = LoadOrReport(*runtime, model_path, common.device);
+  auto session = LoadOrReport(*runtime, *resolved, common);
   if (!session) return 1;
   auto describe = [](const std::vector<TensorInfo>& infos) {
     nlohmann::json list = nlohmann::json::array();
@@ -31,6 +33,7 @@ int RunInfo(const CommonOptions& common, const std::string& model_path) {
     return list;
   };
   PrintJson({{"name", session->name()},
+             {"file", resolved->path},
              {"device", session->device().ToString()},
              {"provider", session->device().provider},
              {"fallback_reason", session->device().fallback_reason},
@@ -71,7 +74,7 @@ int main(int argc, char** argv) {
   RunOptions run;
   auto* run_cmd = app.add_subcommand("run", "run an image-to-image model over images as one operation");
   AddCommon(run_cmd, &run.common);
-  run_cmd->add_option("model", run.model, "model file, or model folder (model.onnx + config.json)")->required();
+  run_cmd->add_option("model", run.model, kModelHelp)->required();
   run_cmd->add_option("--input,-i", run.inputs, "input images (PNG/JPEG); several are the frames of one operation")
       ->required();
   run_cmd->add_option("--output,-o", run.outputs, "output PNG files, one per input")->required();
@@ -108,7 +111,7 @@ int main(int argc, char** argv) {
   std::string info_model;
   auto* info_cmd = app.add_subcommand("info", "describe a model as ebb loads it");
   AddCommon(info_cmd, &info_common);
-  info_cmd->add_option("model", info_model, "model file")->required();
+  info_cmd->add_option("model", info_model, kModelHelp)->required();
 
   CommonOptions policy_common;
   auto* policy_cmd = app.add_subcommand("policy", "print the effective memory policy as JSON");
@@ -120,7 +123,7 @@ int main(int argc, char** argv) {
   auto add_bench = [&](const char* name, const char* help) {
     auto* cmd = bench_cmd->add_subcommand(name, help);
     AddCommon(cmd, &bench.common);
-    cmd->add_option("--model", bench.model, "model folder under --models")->capture_default_str();
+    cmd->add_option("--model", bench.model, std::string(kModelHelp) + " (default: the benchmark's own)");
     cmd->add_option("--size", bench.size, "input side in pixels (0 = the benchmark's default)");
     cmd->add_option("--iterations", bench.iterations, "iterations (0 = the benchmark's default)");
     cmd->add_flag("--json", bench.json, "print JSON (the only output format; accepted for clarity)");

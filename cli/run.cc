@@ -16,18 +16,6 @@
 namespace ebb::cli {
 namespace {
 
-// Resolves MODEL (a .onnx file, or a model folder holding model.onnx and an
-// optional config.json) into the file and its configuration.
-Result<std::pair<std::string, ModelConfig>> ResolveModel(const std::string& model) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(model, ec)) {
-    auto config = LoadModelConfig(model);
-    if (!config.ok()) return config.status();
-    return std::make_pair(model + "/model.onnx", *config);
-  }
-  return std::make_pair(model, ModelConfig{});
-}
-
 Status CheckImageToImage(const Session& s) {
   if (s.inputs().size() != 1 || s.outputs().empty() || s.inputs()[0].shape.size() != 4 ||
       s.outputs()[0].shape.size() != 4) {
@@ -115,13 +103,12 @@ int RunImages(const RunOptions& o) {
     return Fail(InvalidArgument("give one --output per --input (" + std::to_string(o.inputs.size()) + " inputs, " +
                                 std::to_string(o.outputs.size()) + " outputs)"));
   }
-  auto model = ResolveModel(o.model);
+  auto model = ResolveModel(o.model, o.common);
   if (!model.ok()) return Fail(model.status());
-  auto& [model_path, config] = *model;
+  const ModelConfig& config = model->config;
   auto runtime = MakeRuntime(o.common);
   if (!runtime) return 1;
-  const std::string device = o.common.device != "auto" || config.device.empty() ? o.common.device : config.device;
-  auto session = LoadOrReport(*runtime, model_path, device);
+  auto session = LoadOrReport(*runtime, *model, o.common);
   if (!session) return 1;
   if (Status st = CheckImageToImage(*session); !st.ok()) return Fail(st);
   auto frames = ReadFrames(o.inputs, *session);

@@ -1,6 +1,7 @@
 // Black-box tests of the `ebb` executable: `ebb run` end to end and its
-// errors. Each case runs the real binary and checks its exit code, output
-// files and messages.
+// errors, the model arguments every command takes, `--version`, `ebb demo`,
+// and `make run`'s flags. Each case runs the real binary and checks its exit
+// code, output files and messages.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -107,6 +108,77 @@ TEST_F(CliTest, PolicyPrintsTheEffectivePolicyAndRejectsTypos) {
   Outcome bad = Ebb("policy --policy " + Path("p.json"));
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.output.find("unknown policy key 'policy.relase'"), std::string::npos) << bad.output;
+}
+
+// The first `n` bytes of a file.
+std::string Head(const std::string& path, size_t n) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes(n, '\0');
+  in.read(bytes.data(), static_cast<std::streamsize>(n));
+  bytes.resize(static_cast<size_t>(in.gcount()));
+  return bytes;
+}
+bool IsPngFile(const std::string& path) { return Head(path, 8) == std::string("\x89PNG\r\n\x1a\n", 8); }
+
+// The JSON document in `output` (which may hold log lines before it).
+nlohmann::json JsonIn(const std::string& output) {
+  const size_t at = output.find('{');
+  return nlohmann::json::parse(at == std::string::npos ? "" : output.substr(at), nullptr, false);
+}
+
+TEST_F(CliTest, EveryCommandTakesAModelFileAFolderOrAName) {
+  const std::string folder = kModels + "/tiny";
+  for (const std::string& model : {folder, folder + "/", folder + "/model.onnx", std::string("tiny")}) {
+    SCOPED_TRACE(model);
+    Outcome o = Ebb("info " + model + " --models " + kModels + " --device cpu");
+    ASSERT_EQ(o.exit_code, 0) << o.output;
+    nlohmann::json info = JsonIn(o.output);
+    ASSERT_FALSE(info.is_discarded()) << o.output;
+    EXPECT_EQ(info["name"], "tiny");
+    EXPECT_EQ(info["inputs"][0]["name"], "x");
+  }
+  const std::string convnet = kModels + "/convnet";
+  for (const std::string& model : {convnet, convnet + "/model.onnx", std::string("convnet")}) {
+    SCOPED_TRACE(model);
+    Outcome o = Ebb("bench overhead --model " + model + " --models " + kModels +
+                    " --device cpu --size 32 --iterations 2");
+    ASSERT_EQ(o.exit_code, 0) << o.output;
+    EXPECT_EQ(JsonIn(o.output)["iterations"], 2) << o.output;
+  }
+  for (const std::string& model : {folder, folder + "/model.onnx"}) {  // served through a repository
+    SCOPED_TRACE(model);
+    Outcome o = Ebb("bench http --model " + model + " --device cpu --iterations 3");
+    ASSERT_EQ(o.exit_code, 0) << o.output;
+    EXPECT_EQ(JsonIn(o.output)["failures"], 0) << o.output;
+  }
+  Outcome file = Ebb("run " + kModels + "/waifu2x_scale2x/model.onnx -i " + kFixtures + "astronaut_96.png -o " +
+                     Path("file.png") + " --device cpu");
+  ASSERT_EQ(file.exit_code, 0) << file.output;
+  EXPECT_TRUE(IsPngFile(Path("file.png")));
+}
+
+TEST_F(CliTest, AMissingModelIsTheSameClearErrorInEveryCommand) {
+  const std::string missing = "no_such_model";
+  const std::string message = "model 'no_such_model' not found: no such model file or model folder, and no folder "
+                              "'no_such_model' under --models '" + kModels + "'";
+  for (const std::string& command :
+       {"info " + missing, "run " + missing + " -i " + kFixtures + "astronaut_96.png -o " + Path("o.png"),
+        "bench overhead --model " + missing, "bench floor --model " + missing, "bench release --model " + missing,
+        "bench http --model " + missing, "bench switch --model " + missing, "bench sessions --model " + missing}) {
+    SCOPED_TRACE(command);
+    Outcome o = Ebb(command + " --models " + kModels + " --device cpu");
+    EXPECT_EQ(o.exit_code, 1);
+    EXPECT_NE(o.output.find(message), std::string::npos) << o.output;
+  }
+  Outcome path = Ebb("info " + Path("nope.onnx"));
+  EXPECT_EQ(path.exit_code, 1);
+  EXPECT_NE(path.output.find("no such model file or model folder"), std::string::npos) << path.output;
+  Outcome empty = Ebb("info " + dir_.string());
+  EXPECT_EQ(empty.exit_code, 1);
+  EXPECT_NE(empty.output.find("has no model.onnx"), std::string::npos) << empty.output;
+  Outcome demo = Ebb("demo --models " + dir_.string() + " --device cpu");
+  EXPECT_EQ(demo.exit_code, 1);
+  EXPECT_NE(demo.output.find("model 'convnet' not found"), std::string::npos) << demo.output;
 }
 
 }  // namespace
