@@ -77,7 +77,9 @@ int main(int argc, char** argv) {
   run_cmd->add_option("model", run.model, kModelHelp)->required();
   run_cmd->add_option("--input,-i", run.inputs, "input images (PNG/JPEG); several are the frames of one operation")
       ->required();
-  run_cmd->add_option("--output,-o", run.outputs, "output PNG files, one per input")->required();
+  run_cmd->add_option("--output,-o", run.outputs, "output images, one per input: .png, or .jpg / .jpeg (JPEG)")
+      ->required();
+  run_cmd->add_option("--jpeg-quality", run.jpeg_quality, "quality of JPEG outputs, 1..100")->capture_default_str();
   run_cmd->add_option("--tile", run.tile, "tile side in pixels (0 = the model folder's config)");
   run_cmd->add_option("--overlap", run.overlap, "context pixels around each tile's core");
   run_cmd->add_option("--memory-report", run.memory_report, "write memory sampled at every run as JSON");

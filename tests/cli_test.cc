@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -119,11 +120,49 @@ std::string Head(const std::string& path, size_t n) {
   return bytes;
 }
 bool IsPngFile(const std::string& path) { return Head(path, 8) == std::string("\x89PNG\r\n\x1a\n", 8); }
+bool IsJpegFile(const std::string& path) { return Head(path, 3) == "\xff\xd8\xff"; }
 
 // The JSON document in `output` (which may hold log lines before it).
 nlohmann::json JsonIn(const std::string& output) {
   const size_t at = output.find('{');
   return nlohmann::json::parse(at == std::string::npos ? "" : output.substr(at), nullptr, false);
+}
+
+TEST_F(CliTest, RunWritesTheFormatTheOutputExtensionNames) {
+  const std::string in = kFixtures + "astronaut_96.png";
+  Outcome o = Ebb("run waifu2x_scale2x --models " + kModels + " -i " + in + " -i " + in + " -i " + in + " -o " +
+                  Path("a.png") + " -o " + Path("b.jpg") + " -o " + Path("c.JPEG") + " --device cpu");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_TRUE(IsPngFile(Path("a.png")));
+  EXPECT_TRUE(IsJpegFile(Path("b.jpg")));
+  EXPECT_TRUE(IsJpegFile(Path("c.JPEG")));
+  auto png = ReadImage(Path("a.png"));
+  auto jpeg = ReadImage(Path("b.jpg"));
+  ASSERT_TRUE(png.ok() && jpeg.ok());
+  ASSERT_EQ(jpeg->width, 192);
+  ASSERT_EQ(jpeg->pixels.size(), png->pixels.size());
+  double diff = 0;  // the same picture, up to JPEG's loss
+  for (size_t i = 0; i < png->pixels.size(); ++i) diff += std::abs(int{png->pixels[i]} - int{jpeg->pixels[i]});
+  EXPECT_LT(diff / static_cast<double>(png->pixels.size()), 4.0);
+}
+
+TEST_F(CliTest, RunRefusesAnUnknownOutputExtensionBeforeAnyWork) {
+  const std::string in = kFixtures + "astronaut_96.png";
+  // The model does not exist: the extension is checked first, so its error is
+  // the one reported, and no output is written.
+  Outcome o = Ebb("run " + Path("no_such_model") + " -i " + in + " -i " + in + " -o " + Path("a.png") + " -o " +
+                  Path("b.bmp"));
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_NE(o.output.find("unknown image extension '.bmp' (use .png, .jpg or .jpeg)"), std::string::npos) << o.output;
+  EXPECT_EQ(o.output.find("not found"), std::string::npos) << o.output;
+  EXPECT_FALSE(std::filesystem::exists(Path("a.png")));
+  Outcome none = Ebb("run " + kModels + "/waifu2x_scale2x -i " + in + " -o " + Path("out"));
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.output.find("no file extension"), std::string::npos) << none.output;
+  EXPECT_EQ(none.output.find("->"), std::string::npos) << "nothing ran: " << none.output;
+  Outcome quality = Ebb("run " + Path("no_such_model") + " -i " + in + " -o " + Path("a.jpg") + " --jpeg-quality 0");
+  EXPECT_EQ(quality.exit_code, 1);
+  EXPECT_NE(quality.output.find("--jpeg-quality must be 1..100"), std::string::npos) << quality.output;
 }
 
 TEST_F(CliTest, EveryCommandTakesAModelFileAFolderOrAName) {
