@@ -69,7 +69,8 @@ int main(int argc, char** argv) {
   DemoOptions demo;
   auto* demo_cmd = app.add_subcommand("demo", "show memory after load, at an operation's peak, and after release");
   AddCommon(demo_cmd, &demo.common);
-  demo_cmd->add_option("--size", demo.size, "image side in pixels")->capture_default_str();
+  demo_cmd->add_option("--size", demo.size, "image side in pixels (ppocr_det: rounded up to 32, at most 960)")
+      ->capture_default_str();
 
   RunOptions run;
   auto* run_cmd = app.add_subcommand("run", "run an image-to-image model over images as one operation");

@@ -220,5 +220,47 @@ TEST_F(CliTest, AMissingModelIsTheSameClearErrorInEveryCommand) {
   EXPECT_NE(demo.output.find("model 'convnet' not found"), std::string::npos) << demo.output;
 }
 
+// The "arena reserved" MiB of the row starting with `row` in the section of
+// `model` in `ebb demo`'s output; -1 when not found.
+double DemoReservedMiB(const std::string& output, const std::string& model, const std::string& row) {
+  const size_t section = output.find("\n" + model + " on ");
+  const size_t at = section == std::string::npos ? section : output.find("\n  " + row, section);
+  const size_t value = at == std::string::npos ? at : output.find("arena reserved", at);
+  return value == std::string::npos ? -1 : std::stod(output.substr(value + 14));
+}
+
+TEST_F(CliTest, DemoSaysWhatThePolicyInForceDoesAndCountsLoadsPerModel) {
+  Outcome ebb = Ebb("demo --size 64 --device cpu --models " + kModels);
+  ASSERT_EQ(ebb.exit_code, 0) << ebb.output;
+  EXPECT_NE(ebb.output.find("goes back at the end of each operation"), std::string::npos) << ebb.output;
+  EXPECT_NE(ebb.output.find("after frame 3/3 (released)"), std::string::npos) << ebb.output;
+  EXPECT_NE(ebb.output.find("arena column: cpu:shared"), std::string::npos) << ebb.output;
+  EXPECT_GT(DemoReservedMiB(ebb.output, "convnet", "after frame 1/3"), 0) << ebb.output;
+  EXPECT_EQ(DemoReservedMiB(ebb.output, "convnet", "after frame 3/3"), 0) << ebb.output;
+  for (const char* model : {"convnet", "ppocr_det"}) {
+    EXPECT_NE(ebb.output.find(std::string(model) + " stays loaded: 1 load(s) of this model"), std::string::npos)
+        << ebb.output;
+  }
+
+  std::ofstream(Path("ort.json")) << R"({"release": "never", "cpu": {"arena": "per_session"}})";
+  Outcome ort = Ebb("demo --size 64 --device cpu --models " + kModels + " --policy " + Path("ort.json"));
+  ASSERT_EQ(ort.exit_code, 0) << ort.output;
+  EXPECT_NE(ort.output.find("release: never"), std::string::npos) << ort.output;
+  EXPECT_NE(ort.output.find("never given back"), std::string::npos) << ort.output;
+  EXPECT_EQ(ort.output.find("goes back"), std::string::npos) << ort.output;
+  EXPECT_EQ(ort.output.find("(released)"), std::string::npos) << ort.output;
+  EXPECT_NE(ort.output.find("after frame 3/3 (ends; not released)"), std::string::npos) << ort.output;
+  // The arena column is each session's own arena, which keeps what it grew to.
+  EXPECT_NE(ort.output.find("arena column: cpu:convnet"), std::string::npos) << ort.output;
+  const double grown = DemoReservedMiB(ort.output, "convnet", "after frame 1/3");
+  EXPECT_GT(grown, 0) << ort.output;
+  EXPECT_EQ(DemoReservedMiB(ort.output, "convnet", "after frame 3/3"), grown) << ort.output;
+  EXPECT_GT(DemoReservedMiB(ort.output, "ppocr_det", "after frame 2/2"), 0) << ort.output;
+  for (const char* model : {"convnet", "ppocr_det"}) {
+    EXPECT_NE(ort.output.find(std::string(model) + " stays loaded: 1 load(s) of this model"), std::string::npos)
+        << ort.output;
+  }
+}
+
 }  // namespace
 }  // namespace ebb
