@@ -10,6 +10,7 @@
 
 #include "bench.h"
 #include "commands.h"
+#include "ebb/version.h"
 
 namespace ebb::cli {
 namespace {
@@ -43,6 +44,25 @@ int RunInfo(const CommonOptions& common, const std::string& model) {
   return 0;
 }
 
+// `ebb --version`: ebb's version (the one the server reports), ONNX Runtime's
+// as loaded at run time, and the providers ebb can use in this build.
+std::string VersionText() {
+  const ebb::ProviderSupport providers = ebb::ReadProviderSupport();
+  std::string available;
+  for (const std::string& p : providers.available) available += (available.empty() ? "" : ", ") + p;
+  std::string cuda = std::string("CUDA provider library: ") + ebb::CudaLibraryName(providers.cuda);
+  using Cuda = ebb::ProviderSupport::CudaLibrary;
+  switch (providers.cuda) {
+    case Cuda::kMissing: cuda += " (no " + providers.cuda_path + "; `make setup GPU=1` installs it)"; break;
+    case Cuda::kNotLoadable: cuda += " (" + providers.cuda_path + ": " + providers.cuda_detail + ")"; break;
+    case Cuda::kLoadable: cuda += " (" + providers.cuda_path + "; a CUDA session also needs a device and driver)"; break;
+  }
+  const bool cuda_usable = providers.cuda == Cuda::kLoadable;
+  return std::string("ebb ") + ebb::Version() + "\nONNX Runtime " + ebb::OrtVersion() +
+         "\nproviders built into ONNX Runtime: " + available + "\n" + cuda + "\nproviders ebb can use: " +
+         (cuda_usable ? "CUDAExecutionProvider, CPUExecutionProvider" : "CPUExecutionProvider");
+}
+
 // Regrowing an arena after a release costs one page fault per 4 KiB page;
 // on virtual machines a fault can cost ~15 us (measured here: touching
 // 256 MiB took 1 s with 4 KiB pages, 40 ms with transparent huge pages).
@@ -65,6 +85,7 @@ int main(int argc, char** argv) {
   EnableHugePagesForMalloc(argv);
   CLI::App app{"ebb: run ONNX models, keep them loaded, give their inference memory back"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", VersionText, "print the versions of ebb and ONNX Runtime and the providers, and exit");
 
   DemoOptions demo;
   auto* demo_cmd = app.add_subcommand("demo", "show memory after load, at an operation's peak, and after release");

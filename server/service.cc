@@ -7,6 +7,7 @@
 
 #include "ebb/operation.h"
 #include "ebb/tiler.h"
+#include "ebb/version.h"
 
 namespace ebb::server {
 namespace {
@@ -59,7 +60,7 @@ HttpReply InferenceService::Ready() const {
 }
 
 HttpReply InferenceService::ServerMetadata() const {
-  return JsonReply(200, {{"name", "ebb"}, {"version", "0.1.0"}, {"extensions", {"binary_tensor_data", "model_repository"}}});
+  return JsonReply(200, {{"name", "ebb"}, {"version", Version()}, {"extensions", {"binary_tensor_data", "model_repository"}}});
 }
 
 HttpReply InferenceService::ModelMetadata(const std::string& model) {

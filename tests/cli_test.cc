@@ -10,8 +10,10 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "ebb/image.h"
+#include "ebb/version.h"
 #include "test_util.h"
 
 namespace ebb {
@@ -218,6 +220,32 @@ TEST_F(CliTest, AMissingModelIsTheSameClearErrorInEveryCommand) {
   Outcome demo = Ebb("demo --models " + dir_.string() + " --device cpu");
   EXPECT_EQ(demo.exit_code, 1);
   EXPECT_NE(demo.output.find("model 'convnet' not found"), std::string::npos) << demo.output;
+}
+
+TEST_F(CliTest, VersionPrintsEbbOnnxRuntimeAndTheProvidersThisBuildCanUse) {
+  Outcome o = Ebb("--version");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  std::vector<std::string> lines;
+  std::istringstream text(o.output);
+  for (std::string line; std::getline(text, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 5u) << o.output;
+  EXPECT_EQ(lines[0], std::string("ebb ") + EBB_PROJECT_VERSION);
+  EXPECT_EQ(Version(), std::string(EBB_PROJECT_VERSION));
+  // ORT's run-time version agrees with the headers ebb was built against.
+  EXPECT_EQ(lines[1].rfind("ONNX Runtime 1." + std::to_string(EBB_ORT_API_VERSION) + ".", 0), 0u) << lines[1];
+  EXPECT_EQ(lines[1], "ONNX Runtime " + OrtVersion());
+  EXPECT_EQ(lines[2].rfind("providers built into ONNX Runtime: ", 0), 0u) << lines[2];
+  EXPECT_NE(lines[2].find("CPUExecutionProvider"), std::string::npos) << lines[2];
+  // Whether the CUDA provider library is there decides what the next lines say.
+  const bool installed = std::filesystem::exists(std::string(EBB_ORT_LIB_DIR) + "/libonnxruntime_providers_cuda.so");
+  const bool loadable = lines[3].rfind("CUDA provider library: loadable (", 0) == 0;
+  if (installed) {
+    EXPECT_TRUE(loadable || lines[3].rfind("CUDA provider library: not loadable (", 0) == 0) << lines[3];
+  } else {
+    EXPECT_EQ(lines[3].rfind("CUDA provider library: missing (", 0), 0u) << lines[3];
+  }
+  EXPECT_EQ(lines[4], loadable ? "providers ebb can use: CUDAExecutionProvider, CPUExecutionProvider"
+                               : "providers ebb can use: CPUExecutionProvider");
 }
 
 // The "arena reserved" MiB of the row starting with `row` in the section of

@@ -628,5 +628,28 @@ TEST(ServerStartupTest, NoLoadableModelGivesNoInferenceHintButOneThatWorks) {
   fs::remove_all(repo);
 }
 
+TEST(ServerStartupTest, TheServerReportsTheVersionEbbPrints) {
+  FILE* pipe = popen((std::string(EBB_BINARY) + " --version").c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  char line[256] = {};
+  ASSERT_NE(fgets(line, sizeof line, pipe), nullptr);
+  EXPECT_EQ(pclose(pipe), 0);
+  std::string first(line);
+  if (!first.empty() && first.back() == '\n') first.pop_back();
+  ASSERT_EQ(first.rfind("ebb ", 0), 0u) << first;
+  const std::string version = first.substr(4);
+  EXPECT_EQ(version, EBB_PROJECT_VERSION);
+
+  const std::string repo = MakeRepositoryOf("version", {"tiny"});
+  testing::ServerProcess server;
+  ASSERT_TRUE(server.Start({"--repository", repo}));
+  httplib::Client c("127.0.0.1", server.port());
+  auto metadata = c.Get("/v2");
+  ASSERT_TRUE(metadata && metadata->status == 200);
+  EXPECT_EQ(json::parse(metadata->body)["version"], version);
+  EXPECT_EQ(server.Stop(), 0);
+  fs::remove_all(repo);
+}
+
 }  // namespace
 }  // namespace ebb
