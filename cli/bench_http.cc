@@ -105,6 +105,7 @@ int BenchHttp(const BenchOptions& options) {
       http_us.push_back((t2 - t1) * 1000);
     }
   }
+  client.stop();  // close the keep-alive connection, or the server waits for it to time out
   http.Stop();
   serving.join();
   const double local_p50 = Median(local_us), http_p50 = Median(http_us);
