@@ -222,6 +222,25 @@ TEST_F(CliTest, AMissingModelIsTheSameClearErrorInEveryCommand) {
   EXPECT_NE(demo.output.find("model 'convnet' not found"), std::string::npos) << demo.output;
 }
 
+TEST_F(CliTest, MakeRunTakesHostAndPort) {
+  // A dry run (-n) prints the commands `make run` would run, and runs none.
+  auto make_run = [](const std::string& args) {
+    const std::string command = "make -n -s -C " + std::string(EBB_SOURCE_DIR) + " run BUILD=out " + args + " 2>&1";
+    std::string output;
+    FILE* pipe = popen(command.c_str(), "r");
+    if (!pipe) return output;
+    std::array<char, 4096> buf;
+    while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) output.append(buf.data(), n);
+    pclose(pipe);
+    return output;
+  };
+  const std::string custom = make_run("HOST=0.0.0.0 PORT=9123");
+  EXPECT_NE(custom.find("out/ebb serve --repository models --host 0.0.0.0 --port 9123"), std::string::npos) << custom;
+  const std::string defaults = make_run("");
+  EXPECT_NE(defaults.find("out/ebb serve --repository models --host 127.0.0.1 --port 8000"), std::string::npos)
+      << defaults;
+}
+
 TEST_F(CliTest, VersionPrintsEbbOnnxRuntimeAndTheProvidersThisBuildCanUse) {
   Outcome o = Ebb("--version");
   ASSERT_EQ(o.exit_code, 0) << o.output;
