@@ -5,6 +5,7 @@
 
 #include "ebb/operation.h"
 #include "ebb/tiler.h"
+#include "ebb/version.h"
 
 namespace ebb::server {
 namespace {
@@ -37,7 +38,7 @@ Result<std::unique_ptr<InferenceService>> InferenceService::Create(Runtime& runt
 }
 
 ServerMetadata InferenceService::Metadata() const {
-  return {"ebb", "0.1.0", {"binary_tensor_data", "model_repository"}};
+  return {"ebb", Version(), {"binary_tensor_data", "model_repository"}};
 }
 
 Result<ModelMetadata> InferenceService::DescribeModel(const std::string& model) {
