@@ -287,8 +287,8 @@ int BenchFootprint(const FootprintOptions& options) {
   const std::string default_level = GraphOptimizationName(MemoryPolicy{}.graph_optimization);
   std::vector<std::pair<std::string, std::string>> models;  // name, path
   for (const std::string& name : SplitList(o.bundled)) {
-    const std::string path = ModelPath(o.common, name);
-    if (fs::exists(path)) models.emplace_back(name, path);
+    Result<ModelArg> model = ResolveModel(name, o.common);
+    if (model.ok()) models.emplace_back(model->name, model->path);  // bundled models that are missing are skipped
   }
   for (const std::string& mb : SplitList(o.sizes)) {
     const std::string name = "conv_" + mb + "mb";

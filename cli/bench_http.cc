@@ -3,32 +3,73 @@
 // loopback (keep-alive, one client); the difference of the medians is the
 // server's overhead per request.
 #include <httplib.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "bench.h"
-#include "http_server.h"
-#include "metrics.h"
-#include "repository.h"
-#include "service.h"
+#include "core/service.h"
+#include "http/http_server.h"
 
 namespace ebb::cli {
 
+namespace {
+
+namespace fs = std::filesystem;
+
+// A repository holding `model` as the server would serve it: a model folder's
+// parent; for a bare file, a temporary folder `dir` with a model folder that
+// links to it.
+struct BenchRepository {
+  std::string root, name;
+  fs::path dir;  // removed at the end when set
+};
+
+Result<BenchRepository> RepositoryFor(const ModelArg& model) {
+  std::error_code ec;
+  if (!model.folder.empty()) {
+    const fs::path folder = fs::absolute(model.folder, ec).lexically_normal();
+    return BenchRepository{(folder.has_filename() ? folder : folder.parent_path()).parent_path().string(), model.name,
+                           {}};
+  }
+  const fs::path dir = fs::temp_directory_path() / ("ebb_bench_http_" + std::to_string(getpid()));
+  const fs::path folder = dir / "model";
+  fs::create_directories(folder, ec);
+  if (!ec) fs::create_symlink(fs::absolute(model.path, ec), folder / "model.onnx", ec);
+  if (ec) return Internal("cannot make a repository for '" + model.path + "' in " + dir.string() + ": " + ec.message());
+  return BenchRepository{dir.string(), "model", dir};
+}
+
+}  // namespace
+
 int BenchHttp(const BenchOptions& options) {
-  const std::string model = options.model == "convnet" ? "tiny" : options.model;  // a small model by default
   const int n = options.iterations ? options.iterations : 2000;
+  auto resolved = ResolveModel(WithModel(options, "tiny").model, options.common);  // a small model by default
+  if (!resolved.ok()) return Fail(resolved.status());
+  auto served = RepositoryFor(*resolved);
+  if (!served.ok()) return Fail(served.status());
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ec;
+      if (!dir.empty()) fs::remove_all(dir, ec);
+    }
+  } cleanup{served->dir};
+  const std::string& model = served->name;
   auto runtime = MakeRuntime(options.common);
   if (!runtime) return 1;
-  server::MetricsRegistry metrics;
-  auto repository = server::ModelRepository::Open(*runtime, {.root = options.common.models_dir});
-  if (!repository.ok()) return Fail(repository.status());
-  if (Status st = (*repository)->Load(model); !st.ok()) return Fail(st);
-  server::InferenceService service(*runtime, **repository, metrics, {});
-  server::HttpServer http(service, {.port = 0});
+  auto service = server::InferenceService::Create(
+      *runtime, {.root = served->root, .default_device = options.common.device}, {});
+  if (!service.ok()) return Fail(service.status());
+  server::ModelRepository& repository = (*service)->repository();
+  if (Status st = repository.Load(model); !st.ok()) return Fail(st);
+  server::RestApi api(**service);
+  server::HttpServer http(api, {.port = 0});
   if (Status st = http.Bind(); !st.ok()) return Fail(st);
   std::thread serving([&http] { http.Serve(); });
 
-  auto handle = (*repository)->Acquire(model);
+  auto handle = repository.Acquire(model);
   if (!handle.ok()) return Fail(handle.status());
   const TensorInfo& in = handle->session()->inputs()[0];
   Shape shape = in.shape;
@@ -62,10 +103,11 @@ int BenchHttp(const BenchOptions& options) {
       http_us.push_back((t2 - t1) * 1000);
     }
   }
+  client.stop();  // close the keep-alive connection, or the server waits for it to time out
   http.Stop();
   serving.join();
   const double local_p50 = Median(local_us), http_p50 = Median(http_us);
-  PrintJson({{"model", model},
+  PrintJson({{"model", resolved->name},
              {"requests", n},
              {"failures", failures},
              {"in_process_p50_us", local_p50},

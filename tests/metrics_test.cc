@@ -1,5 +1,5 @@
 // Tests for the metrics facade over prometheus-cpp (server/metrics.h).
-#include "metrics.h"
+#include "core/metrics.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>

@@ -1,5 +1,5 @@
 // Tests for the KServe v2 / Open Inference Protocol codec (server/protocol.h).
-#include "protocol.h"
+#include "http/protocol.h"
 
 #include <gtest/gtest.h>
 
@@ -71,9 +71,15 @@ Tensor Sample(DataType type) {
   return Tensor();
 }
 
+// Encodes `outputs` as the response of model `model`, version `version`.
+EncodedResponse Encode(const std::string& model, const std::string& version, std::vector<NamedTensor> outputs,
+                       const BinaryOutputs& binary = {}, const std::string& id = "") {
+  return EncodeInferResponse(InferResponse{model, version, id, std::move(outputs)}, binary);
+}
+
 // A response's "outputs" entries have the $request_input form, so a response becomes a request by
 // renaming the key; numbers keep exactly the text the encoder wrote.
-Result<InferRequest> ReparseResponse(const EncodedResponse& response) {
+Result<RestInferRequest> ReparseResponse(const EncodedResponse& response) {
   std::string body = response.body;
   const size_t pos = body.find("\"outputs\":[");
   if (pos == std::string::npos) return Internal("no outputs in " + body);
@@ -85,19 +91,17 @@ Result<InferRequest> ReparseResponse(const EncodedResponse& response) {
 
 // Encodes `tensor` as the only output (as JSON or binary), parses it back as an input.
 Tensor RoundTrip(const Tensor& tensor, bool binary) {
-  InferRequest request;
-  request.all_binary = binary;
   std::vector<NamedTensor> outputs;
   outputs.push_back({"t", tensor.Clone()});
-  const EncodedResponse response = EncodeInferResponse("m", "1", request, outputs);
+  const EncodedResponse response = Encode("m", "1", std::move(outputs), BinaryOutputs{.all = binary});
   EXPECT_EQ(binary, response.header_length.has_value());
-  Result<InferRequest> back = ReparseResponse(response);
+  Result<RestInferRequest> back = ReparseResponse(response);
   EXPECT_TRUE(back.ok()) << back.status().ToString() << "\n" << response.body.substr(0, 400);
-  if (!back.ok() || back->inputs.size() != 1) return Tensor();
-  return std::move(back->inputs[0].tensor);
+  if (!back.ok() || back->request.inputs.size() != 1) return Tensor();
+  return std::move(back->request.inputs[0].tensor);
 }
 
-Result<InferRequest> ParseJson(std::string_view body) { return ParseInferRequest(body, std::nullopt); }
+Result<RestInferRequest> ParseJson(std::string_view body) { return ParseInferRequest(body, std::nullopt); }
 
 // The JSON header of a response (the whole body when no binary data follows).
 json ResponseHeader(const EncodedResponse& r) {
@@ -157,10 +161,9 @@ TEST(JsonRoundTrip, RandomFloat32Values) {
 TEST(JsonRoundTrip, NanAndInfinityBecomeNullAndComeBackAsNan) {
   const float inf = std::numeric_limits<float>::infinity();
   const Tensor t = Make<float>(DataType::kFloat32, {4}, {std::nanf(""), inf, -inf, 1.0f});
-  InferRequest request;
   std::vector<NamedTensor> outputs;
   outputs.push_back({"t", t.Clone()});
-  const EncodedResponse response = EncodeInferResponse("m", "", request, outputs);
+  const EncodedResponse response = Encode("m", "", std::move(outputs));
   EXPECT_EQ(ResponseHeader(response)["outputs"][0]["data"].dump(), "[null,null,null,1]");
   const Tensor back = RoundTrip(t, false);
   ASSERT_EQ(back.element_count(), 4);
@@ -176,7 +179,7 @@ TEST(JsonEncoding, WritesShortestNumbersAndBooleans) {
   outputs.push_back({"h", Make<uint16_t>(DataType::kFloat16, {2}, {0x3c00, 0x3555})});
   outputs.push_back({"b", Make<uint8_t>(DataType::kBool, {2}, {1, 0})});
   outputs.push_back({"i", Make<int64_t>(DataType::kInt64, {1}, {std::numeric_limits<int64_t>::min()})});
-  const std::string body = EncodeInferResponse("m", "", InferRequest(), outputs).body;
+  const std::string body = Encode("m", "", std::move(outputs)).body;
   EXPECT_NE(body.find("\"data\":[0.1,-0.0,2]"), std::string::npos) << body;
   EXPECT_NE(body.find("\"data\":[1,0.33325195]"), std::string::npos) << body;
   EXPECT_NE(body.find("\"data\":[true,false]"), std::string::npos) << body;
@@ -186,7 +189,7 @@ TEST(JsonEncoding, WritesShortestNumbersAndBooleans) {
 // ---- Parsing JSON requests ---------------------------------------------------------------------
 
 TEST(ParseJson, SpecExample) {
-  Result<InferRequest> r = ParseJson(R"({
+  Result<RestInferRequest> r = ParseJson(R"({
     "id": "42",
     "inputs": [
       {"name": "input0", "shape": [2, 2], "datatype": "UINT32", "data": [1, 2, 3, 4]},
@@ -195,35 +198,35 @@ TEST(ParseJson, SpecExample) {
     "outputs": [{"name": "output0"}]
   })");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->id, "42");
-  ASSERT_EQ(r->inputs.size(), 2u);
-  EXPECT_EQ(r->inputs[0].name, "input0");
-  EXPECT_TRUE(r->inputs[0].tensor.BitwiseEquals(Make<uint32_t>(DataType::kUInt32, {2, 2}, {1, 2, 3, 4})));
-  EXPECT_TRUE(r->inputs[1].tensor.BitwiseEquals(Make<uint8_t>(DataType::kBool, {3}, {1, 0, 1})));
-  EXPECT_EQ(r->outputs, std::vector<std::string>{"output0"});
-  EXPECT_TRUE(r->binary_outputs.empty());
-  EXPECT_FALSE(r->all_binary);
-  EXPECT_FALSE(r->keep_alive_ms.has_value());
+  EXPECT_EQ(r->request.id, "42");
+  ASSERT_EQ(r->request.inputs.size(), 2u);
+  EXPECT_EQ(r->request.inputs[0].name, "input0");
+  EXPECT_TRUE(r->request.inputs[0].tensor.BitwiseEquals(Make<uint32_t>(DataType::kUInt32, {2, 2}, {1, 2, 3, 4})));
+  EXPECT_TRUE(r->request.inputs[1].tensor.BitwiseEquals(Make<uint8_t>(DataType::kBool, {3}, {1, 0, 1})));
+  EXPECT_EQ(r->request.outputs, std::vector<std::string>{"output0"});
+  EXPECT_TRUE(r->binary.binary.empty());
+  EXPECT_FALSE(r->binary.all);
+  EXPECT_FALSE(r->request.keep_alive_ms.has_value());
 }
 
 TEST(ParseJson, NestedDataIsFlattenedRowMajor) {
-  Result<InferRequest> r = ParseJson(R"({"inputs": [
+  Result<RestInferRequest> r = ParseJson(R"({"inputs": [
     {"name": "a", "shape": [2, 2], "datatype": "INT32", "data": [[1, 2], [3, 4]]},
     {"name": "b", "shape": [2, 2, 1], "datatype": "FP64", "data": [[[1], [2]], [[3], [4]]]},
     {"name": "c", "shape": [], "datatype": "INT8", "data": [-5]},
     {"name": "d", "shape": [2, 0], "datatype": "FP32", "data": [[], []]}
   ]})");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(Values<int32_t>(r->inputs[0].tensor), (std::vector<int32_t>{1, 2, 3, 4}));
-  EXPECT_EQ(Values<double>(r->inputs[1].tensor), (std::vector<double>{1, 2, 3, 4}));
-  EXPECT_EQ(r->inputs[1].tensor.shape(), (Shape{2, 2, 1}));
-  EXPECT_EQ(Values<int8_t>(r->inputs[2].tensor), std::vector<int8_t>{-5});
-  EXPECT_TRUE(r->inputs[2].tensor.shape().empty());
-  EXPECT_EQ(r->inputs[3].tensor.byte_size(), 0u);
+  EXPECT_EQ(Values<int32_t>(r->request.inputs[0].tensor), (std::vector<int32_t>{1, 2, 3, 4}));
+  EXPECT_EQ(Values<double>(r->request.inputs[1].tensor), (std::vector<double>{1, 2, 3, 4}));
+  EXPECT_EQ(r->request.inputs[1].tensor.shape(), (Shape{2, 2, 1}));
+  EXPECT_EQ(Values<int8_t>(r->request.inputs[2].tensor), std::vector<int8_t>{-5});
+  EXPECT_TRUE(r->request.inputs[2].tensor.shape().empty());
+  EXPECT_EQ(r->request.inputs[3].tensor.byte_size(), 0u);
 }
 
 TEST(ParseJson, NumberCoercions) {
-  Result<InferRequest> r = ParseJson(R"({"inputs": [
+  Result<RestInferRequest> r = ParseJson(R"({"inputs": [
     {"name": "i32", "shape": [4], "datatype": "INT32", "data": [2.0, -3.0, 2147483647, -2147483648]},
     {"name": "i64", "shape": [3], "datatype": "INT64",
      "data": [9007199254740992.0, -9223372036854775808, 9223372036854775807]},
@@ -232,62 +235,62 @@ TEST(ParseJson, NumberCoercions) {
     {"name": "f64", "shape": [2], "datatype": "FP64", "data": [18446744073709551615, -7]}
   ]})");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(Values<int32_t>(r->inputs[0].tensor), (std::vector<int32_t>{2, -3, 2147483647, -2147483647 - 1}));
-  EXPECT_EQ(Values<int64_t>(r->inputs[1].tensor),
+  EXPECT_EQ(Values<int32_t>(r->request.inputs[0].tensor), (std::vector<int32_t>{2, -3, 2147483647, -2147483647 - 1}));
+  EXPECT_EQ(Values<int64_t>(r->request.inputs[1].tensor),
             (std::vector<int64_t>{int64_t{1} << 53, std::numeric_limits<int64_t>::min(),
                                   std::numeric_limits<int64_t>::max()}));
-  EXPECT_EQ(Values<uint64_t>(r->inputs[2].tensor), std::vector<uint64_t>{std::numeric_limits<uint64_t>::max()});
-  const std::vector<float> f32 = Values<float>(r->inputs[3].tensor);
+  EXPECT_EQ(Values<uint64_t>(r->request.inputs[2].tensor), std::vector<uint64_t>{std::numeric_limits<uint64_t>::max()});
+  const std::vector<float> f32 = Values<float>(r->request.inputs[3].tensor);
   EXPECT_EQ(f32[0], 3.0f);
   EXPECT_EQ(f32[1], std::numeric_limits<float>::max());
   EXPECT_TRUE(std::isnan(f32[2]));
-  EXPECT_EQ(Values<double>(r->inputs[4].tensor), (std::vector<double>{18446744073709551615.0, -7.0}));
+  EXPECT_EQ(Values<double>(r->request.inputs[4].tensor), (std::vector<double>{18446744073709551615.0, -7.0}));
 }
 
 TEST(ParseJson, SixteenBitFloatsRoundToNearestEven) {
-  Result<InferRequest> r = ParseJson(R"({"inputs": [
+  Result<RestInferRequest> r = ParseJson(R"({"inputs": [
     {"name": "h", "shape": [9], "datatype": "FP16",
      "data": [0.1, 65504, 65519, 2.9802322387695312e-8, 3e-8, 6.103515625e-5, 6.0975551605224609375e-5, -2, -0.0]},
     {"name": "b", "shape": [4], "datatype": "BF16", "data": [1.00390625, 1.01171875, 3.3895313892515355e38, -0.0]}
   ]})");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(Values<uint16_t>(r->inputs[0].tensor),
+  EXPECT_EQ(Values<uint16_t>(r->request.inputs[0].tensor),
             (std::vector<uint16_t>{0x2e66, 0x7bff, 0x7bff, 0x0000, 0x0001, 0x0400, 0x03ff, 0xc000, 0x8000}));
-  EXPECT_EQ(Values<uint16_t>(r->inputs[1].tensor), (std::vector<uint16_t>{0x3f80, 0x3f82, 0x7f7f, 0x8000}));
+  EXPECT_EQ(Values<uint16_t>(r->request.inputs[1].tensor), (std::vector<uint16_t>{0x3f80, 0x3f82, 0x7f7f, 0x8000}));
 }
 
 TEST(ParseJson, RequestParametersAndOutputs) {
-  Result<InferRequest> r = ParseJson(R"({
+  Result<RestInferRequest> r = ParseJson(R"({
     "model_name": "ignored", "parameters": {"keep_alive": -1500, "binary_data_output": true, "custom": "x"},
     "inputs": [],
     "outputs": [{"name": "a", "parameters": {"binary_data": false}}, {"name": "b"},
                 {"name": "c", "parameters": {"binary_data": true, "classification": 3}}]
   })");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->keep_alive_ms, -1500);
-  EXPECT_TRUE(r->all_binary);
-  EXPECT_EQ(r->outputs, (std::vector<std::string>{"a", "b", "c"}));
-  EXPECT_EQ(r->binary_outputs, std::set<std::string>{"c"});
-  EXPECT_EQ(r->json_outputs, std::set<std::string>{"a"});
-  EXPECT_FALSE(WantsBinaryOutput(*r, "a"));  // binary_data: false overrides binary_data_output
-  EXPECT_TRUE(WantsBinaryOutput(*r, "b"));
-  EXPECT_TRUE(WantsBinaryOutput(*r, "c"));
-  EXPECT_TRUE(WantsBinaryOutput(*r, "unlisted"));
+  EXPECT_EQ(r->request.keep_alive_ms, -1500);
+  EXPECT_TRUE(r->binary.all);
+  EXPECT_EQ(r->request.outputs, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(r->binary.binary, std::set<std::string>{"c"});
+  EXPECT_EQ(r->binary.json, std::set<std::string>{"a"});
+  EXPECT_FALSE(r->binary.Wants("a"));  // binary_data: false overrides binary_data_output
+  EXPECT_TRUE(r->binary.Wants("b"));
+  EXPECT_TRUE(r->binary.Wants("c"));
+  EXPECT_TRUE(r->binary.Wants("unlisted"));
 }
 
 TEST(ParseJson, MaxInputElementsIsEnforced) {
   const std::string body = R"({"inputs": [{"name": "x", "shape": [2, 3], "datatype": "FP32", "data": [1,2,3,4,5,6]}]})";
   EXPECT_TRUE(ParseInferRequest(body, std::nullopt, ParseOptions{.max_input_elements = 6}).ok());
-  Result<InferRequest> r = ParseInferRequest(body, std::nullopt, ParseOptions{.max_input_elements = 5});
+  Result<RestInferRequest> r = ParseInferRequest(body, std::nullopt, ParseOptions{.max_input_elements = 5});
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("more than the limit of 5"), std::string::npos) << r.status().message();
 }
 
 TEST(ParseJson, ZeroDimensionWithHugeOtherDimensionIsAnEmptyTensor) {
-  Result<InferRequest> r =
+  Result<RestInferRequest> r =
       ParseJson(R"({"inputs": [{"name": "x", "shape": [0, 1000000000000000000], "datatype": "FP32", "data": []}]})");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->inputs[0].tensor.byte_size(), 0u);
+  EXPECT_EQ(r->request.inputs[0].tensor.byte_size(), 0u);
 }
 
 // ---- Binary tensor data extension --------------------------------------------------------------
@@ -298,15 +301,15 @@ TEST(BinaryRequest, SpecExample) {
       {"name": "input1", "shape": [3], "datatype": "BOOL", "parameters": {"binary_data_size": 3}}],
     "outputs": [{"name": "output0", "parameters": {"binary_data": true}}]})";
   const std::string body = header + Bytes<uint32_t>({1, 2, 3, 4}) + Bytes<uint8_t>({1, 0, 1});
-  Result<InferRequest> r = ParseInferRequest(body, header.size());
+  Result<RestInferRequest> r = ParseInferRequest(body, header.size());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(Values<uint32_t>(r->inputs[0].tensor), (std::vector<uint32_t>{1, 2, 3, 4}));
-  EXPECT_EQ(Values<uint8_t>(r->inputs[1].tensor), (std::vector<uint8_t>{1, 0, 1}));
-  EXPECT_EQ(r->binary_outputs, std::set<std::string>{"output0"});
+  EXPECT_EQ(Values<uint32_t>(r->request.inputs[0].tensor), (std::vector<uint32_t>{1, 2, 3, 4}));
+  EXPECT_EQ(Values<uint8_t>(r->request.inputs[1].tensor), (std::vector<uint8_t>{1, 0, 1}));
+  EXPECT_EQ(r->binary.binary, std::set<std::string>{"output0"});
 
   std::vector<NamedTensor> outputs;
   outputs.push_back({"output0", Make<float>(DataType::kFloat32, {3, 2}, {1, 1.1f, 2, 2.1f, 3, 3.1f})});
-  const EncodedResponse response = EncodeInferResponse("mymodel", "", *r, outputs);
+  const EncodedResponse response = Encode("mymodel", "", std::move(outputs), r->binary);
   ASSERT_TRUE(response.header_length.has_value());
   EXPECT_EQ(response.body.size(), *response.header_length + 24);
   const json j = ResponseHeader(response);
@@ -324,13 +327,13 @@ TEST(BinaryRequest, MixedJsonAndBinaryInputs) {
       {"name": "c", "shape": [1, 3], "datatype": "FP16", "parameters": {"binary_data_size": 6}},
       {"name": "d", "shape": [0], "datatype": "INT64", "parameters": {"binary_data_size": 0}}]})";
   const std::string body = header + Bytes<int32_t>({7, -8}) + Bytes<uint16_t>({0x3c00, 0xbc00, 0x7c00});
-  Result<InferRequest> r = ParseInferRequest(body, header.size());
+  Result<RestInferRequest> r = ParseInferRequest(body, header.size());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  ASSERT_EQ(r->inputs.size(), 4u);
-  EXPECT_EQ(Values<int32_t>(r->inputs[0].tensor), (std::vector<int32_t>{7, -8}));
-  EXPECT_EQ(Values<float>(r->inputs[1].tensor), (std::vector<float>{1.5f, 2.5f}));
-  EXPECT_EQ(Values<uint16_t>(r->inputs[2].tensor), (std::vector<uint16_t>{0x3c00, 0xbc00, 0x7c00}));
-  EXPECT_EQ(r->inputs[3].tensor.byte_size(), 0u);
+  ASSERT_EQ(r->request.inputs.size(), 4u);
+  EXPECT_EQ(Values<int32_t>(r->request.inputs[0].tensor), (std::vector<int32_t>{7, -8}));
+  EXPECT_EQ(Values<float>(r->request.inputs[1].tensor), (std::vector<float>{1.5f, 2.5f}));
+  EXPECT_EQ(Values<uint16_t>(r->request.inputs[2].tensor), (std::vector<uint16_t>{0x3c00, 0xbc00, 0x7c00}));
+  EXPECT_EQ(r->request.inputs[3].tensor.byte_size(), 0u);
 }
 
 TEST(BinaryRequest, HeaderLengthEqualToBodyMeansNoBinaryData) {
@@ -339,14 +342,13 @@ TEST(BinaryRequest, HeaderLengthEqualToBodyMeansNoBinaryData) {
 }
 
 TEST(BinaryResponse, PerOutputChoiceAndLayout) {
-  InferRequest request;
-  request.id = "req-7";
-  request.binary_outputs = {"a", "c"};
+  BinaryOutputs binary;
+  binary.binary = {"a", "c"};
   std::vector<NamedTensor> outputs;
   outputs.push_back({"a", Make<int64_t>(DataType::kInt64, {2}, {5, -6})});
   outputs.push_back({"b", Make<float>(DataType::kFloat32, {1}, {0.5f})});
   outputs.push_back({"c", Make<uint8_t>(DataType::kBool, {3}, {0, 1, 1})});
-  const EncodedResponse response = EncodeInferResponse("m", "3", request, outputs);
+  const EncodedResponse response = Encode("m", "3", std::move(outputs), binary, "req-7");
   ASSERT_TRUE(response.header_length.has_value());
   const json j = ResponseHeader(response);
   ASSERT_FALSE(j.is_discarded()) << response.body;
@@ -363,13 +365,13 @@ TEST(BinaryResponse, PerOutputChoiceAndLayout) {
 }
 
 TEST(BinaryResponse, AllBinaryWithJsonOverride) {
-  InferRequest request;
-  request.all_binary = true;
-  request.json_outputs = {"b"};
+  BinaryOutputs binary;
+  binary.all = true;
+  binary.json = {"b"};
   std::vector<NamedTensor> outputs;
   outputs.push_back({"a", Make<int32_t>(DataType::kInt32, {1}, {9})});
   outputs.push_back({"b", Make<int32_t>(DataType::kInt32, {1}, {10})});
-  const EncodedResponse response = EncodeInferResponse("m", "", request, outputs);
+  const EncodedResponse response = Encode("m", "", std::move(outputs), binary);
   ASSERT_TRUE(response.header_length.has_value());
   const json j = ResponseHeader(response);
   EXPECT_EQ(j["outputs"][0]["parameters"]["binary_data_size"], 4);
@@ -380,7 +382,7 @@ TEST(BinaryResponse, AllBinaryWithJsonOverride) {
 TEST(JsonResponse, NoBinaryMeansNoHeaderLengthAndOptionalFieldsOmitted) {
   std::vector<NamedTensor> outputs;
   outputs.push_back({"y", Make<double>(DataType::kFloat64, {1, 1}, {2.5})});
-  const EncodedResponse response = EncodeInferResponse("m\"x", "", InferRequest(), outputs);
+  const EncodedResponse response = Encode("m\"x", "", std::move(outputs));
   EXPECT_FALSE(response.header_length.has_value());
   const json j = json::parse(response.body, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << response.body;
@@ -540,7 +542,7 @@ class BadRequestTest : public ::testing::TestWithParam<BadRequest> {};
 
 TEST_P(BadRequestTest, IsRefusedWithAClearMessage) {
   const BadRequest& bad = GetParam();
-  Result<InferRequest> r = ParseInferRequest(bad.body, bad.header_length);
+  Result<RestInferRequest> r = ParseInferRequest(bad.body, bad.header_length);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find(bad.fragment), std::string::npos)
@@ -553,7 +555,7 @@ INSTANTIATE_TEST_SUITE_P(Protocol, BadRequestTest, ::testing::ValuesIn(BadReques
 // ---- Never crash -------------------------------------------------------------------------------
 
 void ExpectParsesOrRefuses(std::string_view body, std::optional<size_t> header_length) {
-  Result<InferRequest> r = ParseInferRequest(body, header_length);
+  Result<RestInferRequest> r = ParseInferRequest(body, header_length);
   if (!r.ok()) {
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
     EXPECT_FALSE(r.status().message().empty());

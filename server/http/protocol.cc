@@ -459,7 +459,8 @@ Status ParseInputs(const json& root, const ParseOptions& options, BinarySection*
   return Status::Ok();
 }
 
-Status ParseOneOutput(const json& output, size_t index, InferRequest* request) {
+Status ParseOneOutput(const json& output, size_t index, RestInferRequest* rest) {
+  InferRequest* request = &rest->request;
   const std::string where = "outputs[" + std::to_string(index) + "]";
   if (!output.is_object()) return InvalidArgument(where + " must be an object");
   Result<std::string> name = RequiredString(output, "name", where);
@@ -478,11 +479,11 @@ Status ParseOneOutput(const json& output, size_t index, InferRequest* request) {
   if (binary == nullptr) {
     return InvalidArgument(label + ": parameters.binary_data must be true or false, got " + Excerpt(*it));
   }
-  (*binary ? request->binary_outputs : request->json_outputs).insert(*name);
+  (*binary ? rest->binary.binary : rest->binary.json).insert(*name);
   return Status::Ok();
 }
 
-Status ParseOutputs(const json& root, InferRequest* request) {
+Status ParseOutputs(const json& root, RestInferRequest* request) {
   const auto it = root.find("outputs");
   if (it == root.end()) return Status::Ok();
   if (!it->is_array()) return InvalidArgument("'outputs' must be an array");
@@ -491,7 +492,8 @@ Status ParseOutputs(const json& root, InferRequest* request) {
 }
 
 // "id" and the request-level parameters ebb understands.
-Status ParseRequestFields(const json& root, InferRequest* request) {
+Status ParseRequestFields(const json& root, RestInferRequest* rest) {
+  InferRequest* request = &rest->request;
   if (const auto id = root.find("id"); id != root.end()) {
     const auto* s = id->get_ptr<const json::string_t*>();
     if (s == nullptr) return InvalidArgument("'id' must be a string, got " + Excerpt(*id));
@@ -503,7 +505,7 @@ Status ParseRequestFields(const json& root, InferRequest* request) {
   if (const auto it = (*params)->find("binary_data_output"); it != (*params)->end()) {
     const auto* b = it->get_ptr<const json::boolean_t*>();
     if (b == nullptr) return InvalidArgument("parameters.binary_data_output must be true or false");
-    request->all_binary = *b;
+    rest->binary.all = *b;
   }
   if (const auto it = (*params)->find("keep_alive"); it != (*params)->end()) {
     int64_t ms = 0;
@@ -622,7 +624,7 @@ Result<size_t> ParseHeaderContentLength(std::string_view value) {
   return length;
 }
 
-Result<InferRequest> ParseInferRequest(std::string_view body, std::optional<size_t> header_length,
+Result<RestInferRequest> ParseInferRequest(std::string_view body, std::optional<size_t> header_length,
                                        const ParseOptions& options) {
   if (header_length && *header_length > body.size()) {
     return InvalidArgument(std::string(kInferenceHeaderContentLength) + " is " + std::to_string(*header_length) +
@@ -636,10 +638,10 @@ Result<InferRequest> ParseInferRequest(std::string_view body, std::optional<size
                                          : std::string("the request body is not valid JSON"));
   }
   if (!root.is_object()) return InvalidArgument("the request must be a JSON object");
-  InferRequest request;
+  RestInferRequest request;
   EBB_RETURN_IF_ERROR(ParseRequestFields(root, &request));
   BinarySection binary{body.substr(header.size()), header_length.has_value()};
-  EBB_RETURN_IF_ERROR(ParseInputs(root, options, &binary, &request));
+  EBB_RETURN_IF_ERROR(ParseInputs(root, options, &binary, &request.request));
   if (!binary.rest.empty()) {
     return InvalidArgument("the body has " + std::to_string(binary.rest.size()) +
                            " trailing bytes after the JSON header and the binary tensor data of the inputs");
@@ -648,31 +650,31 @@ Result<InferRequest> ParseInferRequest(std::string_view body, std::optional<size
   return request;
 }
 
-bool WantsBinaryOutput(const InferRequest& request, const std::string& name) {
-  if (request.binary_outputs.contains(name)) return true;
-  return request.all_binary && !request.json_outputs.contains(name);
+bool BinaryOutputs::Wants(const std::string& name) const {
+  if (binary.contains(name)) return true;
+  return all && !json.contains(name);
 }
 
-EncodedResponse EncodeInferResponse(const std::string& model_name, const std::string& model_version,
-                                    const InferRequest& request, const std::vector<NamedTensor>& outputs) {
-  std::string header = "{\"model_name\":" + Quote(model_name);
-  if (!model_version.empty()) header += ",\"model_version\":" + Quote(model_version);
-  if (!request.id.empty()) header += ",\"id\":" + Quote(request.id);
+EncodedResponse EncodeInferResponse(const InferResponse& response, const BinaryOutputs& binary_outputs) {
+  const std::vector<NamedTensor>& outputs = response.outputs;
+  std::string header = "{\"model_name\":" + Quote(response.model_name);
+  if (!response.model_version.empty()) header += ",\"model_version\":" + Quote(response.model_version);
+  if (!response.id.empty()) header += ",\"id\":" + Quote(response.id);
   header += ",\"outputs\":[";
   std::string binary;
   bool any_binary = false;
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (i > 0) header += ',';
-    const bool as_binary = WantsBinaryOutput(request, outputs[i].name);
+    const bool as_binary = binary_outputs.Wants(outputs[i].name);
     any_binary = any_binary || as_binary;
     AppendOutput(outputs[i], as_binary, &header, &binary);
   }
   header += "]}";
-  EncodedResponse response;
-  if (any_binary) response.header_length = header.size();
-  response.body = std::move(header);
-  response.body += binary;
-  return response;
+  EncodedResponse encoded;
+  if (any_binary) encoded.header_length = header.size();
+  encoded.body = std::move(header);
+  encoded.body += binary;
+  return encoded;
 }
 
 std::string EncodeError(std::string_view message) { return "{\"error\":" + Quote(message) + "}"; }

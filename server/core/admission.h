@@ -1,4 +1,4 @@
-// server/admission.h — bounds how many inferences run and wait at once.
+// server/core/admission.h — bounds how many inferences run and wait at once.
 //
 // At most `workers` requests run inference at a time; up to `queue` more wait
 // for a turn; beyond that a request is refused at once (the server answers

@@ -1,4 +1,4 @@
-// server/repository.h — the model repository behind `ebb serve`.
+// server/core/repository.h — the model repository behind `ebb serve`.
 //
 // A repository is a folder with one sub-folder per model, each holding
 // `model.onnx` and an optional `config.json` (ebb/model_config.h). Model

@@ -2,24 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
-#include <nlohmann/json.hpp>
 
 #include "ebb/operation.h"
 #include "ebb/tiler.h"
+#include "ebb/version.h"
 
 namespace ebb::server {
 namespace {
-
-using nlohmann::json;
-
-HttpReply JsonReply(int status, const json& body) { return {status, body.dump(), "application/json", {}}; }
-
-json Describe(const std::vector<TensorInfo>& infos) {
-  json list = json::array();
-  for (const TensorInfo& t : infos) list.push_back({{"name", t.name}, {"datatype", DataTypeName(t.type)}, {"shape", t.shape}});
-  return list;
-}
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -27,88 +16,53 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-HttpReply ReplyFor(const Status& status) {
-  int code = 500;
-  switch (status.code()) {
-    case StatusCode::kOk: code = 200; break;
-    case StatusCode::kInvalidArgument: code = 400; break;
-    case StatusCode::kNotFound: code = 404; break;
-    case StatusCode::kUnavailable:
-    case StatusCode::kResourceExhausted:
-    case StatusCode::kCancelled: code = 503; break;
-    case StatusCode::kFailedPrecondition: code = 400; break;
-    case StatusCode::kInternal: code = 500; break;
-  }
-  return {code, EncodeError(status.message()), "application/json", {}};
+InferenceService::InferenceService(Runtime& runtime, ServiceOptions options)
+    : runtime_(runtime), options_(options), admission_(options.workers, options.queue) {}
+
+InferenceService::~InferenceService() = default;
+
+Result<std::unique_ptr<InferenceService>> InferenceService::Create(Runtime& runtime,
+                                                                  ModelRepository::Options repository,
+                                                                  ServiceOptions options) {
+  std::unique_ptr<InferenceService> service(new InferenceService(runtime, options));
+  InferenceService* self = service.get();
+  repository.on_event = [self, forward = std::move(repository.on_event)](const PoolEvent& e) {
+    self->CountPoolEvent(e);
+    if (forward) forward(e);
+  };
+  auto opened = ModelRepository::Open(runtime, std::move(repository));
+  if (!opened.ok()) return opened.status();
+  service->repository_ = std::move(opened).value();
+  service->RegisterCollectors();
+  return service;
 }
 
-InferenceService::InferenceService(Runtime& runtime, ModelRepository& repository, MetricsRegistry& metrics,
-                                   ServiceOptions options)
-    : runtime_(runtime),
-      repository_(repository),
-      options_(options),
-      admission_(options.workers, options.queue),
-      metrics_(metrics) {
-  RegisterCollectors();
+ServerMetadata InferenceService::Metadata() const {
+  return {"ebb", Version(), {"binary_tensor_data", "model_repository"}};
 }
 
-HttpReply InferenceService::Live() const { return JsonReply(200, {{"live", true}}); }
-
-HttpReply InferenceService::Ready() const {
-  return shutting_down_ ? JsonReply(503, {{"ready", false}}) : JsonReply(200, {{"ready", true}});
-}
-
-HttpReply InferenceService::ServerMetadata() const {
-  return JsonReply(200, {{"name", "ebb"}, {"version", "0.1.0"}, {"extensions", {"binary_tensor_data", "model_repository"}}});
-}
-
-HttpReply InferenceService::ModelMetadata(const std::string& model) {
-  auto handle = repository_.Acquire(model);
-  if (!handle.ok()) return ReplyFor(handle.status());
+Result<ModelMetadata> InferenceService::DescribeModel(const std::string& model) {
+  auto handle = repository_->Acquire(model);
+  if (!handle.ok()) return handle.status();
   const Session& s = *handle->session();
-  return JsonReply(200, {{"name", model},
-                         {"versions", {"1"}},
-                         {"platform", "onnxruntime_onnx"},
-                         {"inputs", Describe(s.inputs())},
-                         {"outputs", Describe(s.outputs())}});
+  return ModelMetadata{model, {"1"}, "onnxruntime_onnx", s.inputs(), s.outputs()};
 }
 
-HttpReply InferenceService::ModelReady(const std::string& model) const {
-  auto info = repository_.Info(model);
-  if (!info.ok()) return ReplyFor(info.status());
-  const bool ready = info->state == PoolState::kReady;
-  return JsonReply(ready ? 200 : 400, {{"name", model}, {"ready", ready}});
+Result<bool> InferenceService::ModelReady(const std::string& model) {
+  auto info = repository_->Info(model);
+  if (!info.ok()) return info.status();
+  return info->state == PoolState::kReady;
 }
 
-HttpReply InferenceService::RepositoryIndex() const {
-  json list = json::array();
-  for (const ModelInfo& m : repository_.Index()) {
-    json entry = {{"name", m.name}, {"version", "1"}, {"state", PoolStateName(m.state)},
-                  {"charge_bytes", m.charge_bytes}, {"in_flight", m.in_flight}, {"pinned", m.pinned}};
-    if (!m.reason.empty()) entry["reason"] = m.reason;
-    list.push_back(entry);
-  }
-  return JsonReply(200, list);
-}
+std::vector<ModelInfo> InferenceService::Index() { return repository_->Index(); }
 
-HttpReply InferenceService::LoadModel(const std::string& model) {
-  if (Status st = repository_.Load(model); !st.ok()) return ReplyFor(st);
-  return JsonReply(200, json::object());
-}
+Status InferenceService::Load(const std::string& model) { return repository_->Load(model); }
 
-HttpReply InferenceService::UnloadModel(const std::string& model) {
-  if (Status st = repository_.Unload(model); !st.ok()) return ReplyFor(st);
-  return JsonReply(200, json::object());
-}
+Status InferenceService::Unload(const std::string& model) { return repository_->Unload(model); }
 
-HttpReply InferenceService::Metrics() const {
-  return {200, metrics_.Render(), "text/plain; version=0.0.4; charset=utf-8", {}};
-}
-
-HttpReply InferenceService::Infer(const std::string& model, std::string_view body,
-                                  const std::optional<std::string>& header_length) {
+Result<InferResponse> InferenceService::Infer(const std::string& model, const Decoder& decode) {
   const auto start = std::chrono::steady_clock::now();
-  if (auto info = repository_.Info(model); !info.ok()) return ReplyFor(info.status());  // unknown: no metrics label
+  if (auto info = repository_->Info(model); !info.ok()) return info.status();  // unknown: no metrics label
   const Labels labels = {{"model", model}};
   metrics_.GetCounter("ebb_inference_requests_total", "Inference requests received, per model.", labels).Increment();
   auto fail = [&](const Status& st) {
@@ -116,16 +70,10 @@ HttpReply InferenceService::Infer(const std::string& model, std::string_view bod
         .GetCounter("ebb_inference_failures_total", "Inference requests that failed, per model and reason.",
                     {{"model", model}, {"code", StatusCodeName(st.code())}})
         .Increment();
-    return ReplyFor(st);
+    return st;
   };
 
-  std::optional<size_t> json_length;
-  if (header_length) {
-    auto parsed = ParseHeaderContentLength(*header_length);
-    if (!parsed.ok()) return fail(parsed.status());
-    json_length = *parsed;
-  }
-  auto request = ParseInferRequest(body, json_length, {options_.max_input_elements});
+  Result<InferRequest> request = decode();
   if (!request.ok()) return fail(request.status());
 
   Admission::Ticket ticket = admission_.Enter();
@@ -133,25 +81,19 @@ HttpReply InferenceService::Infer(const std::string& model, std::string_view bod
     return fail(Unavailable("server busy: " + std::to_string(admission_.workers()) + " inferences running and " +
                             std::to_string(admission_.queue()) + " waiting; retry later"));
   }
-  std::vector<NamedTensor> outputs;
-  Status st = repository_.RunWithRecovery(
+  InferResponse response{model, "1", request->id, {}};
+  Status st = repository_->RunWithRecovery(
       model, request->keep_alive_ms, [&](const ModelConfig& config, const std::shared_ptr<Session>& session) {
         auto result = Execute(model, config, session, *request);
-        if (result.ok()) outputs = std::move(result).value();
+        if (result.ok()) response.outputs = std::move(result).value();
         return result.status().ok() ? Status::Ok() : result.status();
       });
   if (!st.ok()) return fail(st);
-  EncodedResponse encoded = EncodeInferResponse(model, "1", *request, outputs);
-  HttpReply reply{200, std::move(encoded.body), "application/json", {}};
-  if (encoded.header_length) {
-    reply.content_type = "application/octet-stream";
-    reply.headers.emplace_back(std::string(kInferenceHeaderContentLength), std::to_string(*encoded.header_length));
-  }
   metrics_
       .GetHistogram("ebb_inference_duration_seconds", "Time to answer a successful inference request.",
                     LatencyBuckets(), labels)
       .Observe(SecondsSince(start));
-  return reply;
+  return response;
 }
 
 Result<std::vector<NamedTensor>> InferenceService::Execute(const std::string& name, const ModelConfig& config,
@@ -207,6 +149,25 @@ Result<std::vector<NamedTensor>> InferenceService::ExecuteImageOperation(const s
   return outputs;
 }
 
+void InferenceService::CountPoolEvent(const PoolEvent& e) {
+  const Labels model = {{"model", e.name}};
+  if (e.kind == PoolEvent::Kind::kEvict) {
+    metrics_
+        .GetCounter("ebb_model_evictions_total", "Models unloaded, per model and reason.",
+                    {{"model", e.name}, {"reason", EvictReasonName(e.reason)}})
+        .Increment();
+    return;
+  }
+  metrics_.GetCounter("ebb_model_loads_total", "Models loaded, per model.", model).Increment();
+  if (e.on_demand) {
+    metrics_.GetCounter("ebb_model_on_demand_loads_total", "Loads a request waited for, per model.", model)
+        .Increment();
+    metrics_
+        .GetHistogram("ebb_model_switch_seconds", "Time a request waited for its model to load.", LatencyBuckets())
+        .Observe(e.load_ms / 1000);
+  }
+}
+
 RunObserver InferenceService::ReleaseCounter(const std::string& model) {
   Counter& releases = metrics_.GetCounter("ebb_releases_total", "Runs that gave arena memory back.", {{"model", model}});
   return [&releases](const RunRecord& r) {
@@ -214,9 +175,9 @@ RunObserver InferenceService::ReleaseCounter(const std::string& model) {
   };
 }
 
-std::vector<std::string> InferenceService::Devices() const {
+std::vector<std::string> InferenceService::Devices() {
   std::vector<std::string> devices = {"cpu"};
-  for (const ModelStatus& m : repository_.pool().Snapshot()) {
+  for (const ModelStatus& m : repository_->pool().Snapshot()) {
     if (std::find(devices.begin(), devices.end(), m.device) == devices.end()) devices.push_back(m.device);
   }
   return devices;
@@ -254,24 +215,24 @@ void InferenceService::RegisterCollectors() {
   });
   metrics_.AddCollector("ebb_memory_budget_bytes", "Memory budget per device (0 = none).", [this] {
     std::vector<std::pair<Labels, double>> samples;
-    for (const std::string& d : Devices()) samples.push_back({{{"device", d}}, double(repository_.pool().budget(d))});
+    for (const std::string& d : Devices()) samples.push_back({{{"device", d}}, double(repository_->pool().budget(d))});
     return samples;
   });
   metrics_.AddCollector("ebb_memory_budget_used_bytes", "Sum of the charges of the models loaded on a device.", [this] {
     std::vector<std::pair<Labels, double>> samples;
-    for (const std::string& d : Devices()) samples.push_back({{{"device", d}}, double(repository_.pool().used(d))});
+    for (const std::string& d : Devices()) samples.push_back({{{"device", d}}, double(repository_->pool().used(d))});
     return samples;
   });
   metrics_.AddCollector("ebb_model_charge_bytes", "A model's measured memory charge (load + transient peak).", [this] {
     std::vector<std::pair<Labels, double>> samples;
-    for (const ModelStatus& m : repository_.pool().Snapshot()) {
+    for (const ModelStatus& m : repository_->pool().Snapshot()) {
       samples.push_back({{{"model", m.name}}, static_cast<double>(m.charge_bytes)});
     }
     return samples;
   });
   metrics_.AddCollector("ebb_model_ready", "1 when a model is loaded and ready, else 0.", [this] {
     std::vector<std::pair<Labels, double>> samples;
-    for (const ModelInfo& m : repository_.Index()) {
+    for (const ModelInfo& m : repository_->Index()) {
       samples.push_back({{{"model", m.name}}, m.state == PoolState::kReady ? 1.0 : 0.0});
     }
     return samples;

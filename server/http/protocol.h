@@ -1,7 +1,8 @@
-// server/protocol.h — the KServe v2 / Open Inference Protocol codec for HTTP/REST inference.
+// server/http/protocol.h — the KServe v2 / Open Inference Protocol codec for HTTP/REST inference.
 //
-// Turns the body of `POST v2/models/<name>[/versions/<v>]/infer` into an InferRequest, and
-// model outputs into the response body. Both the plain JSON form and the binary tensor data
+// Turns the body of `POST v2/models/<name>[/versions/<v>]/infer` into the core's InferRequest
+// (server/core/inference.h) plus the REST-only choice of binary outputs, and an InferResponse into
+// the response body. Both the plain JSON form and the binary tensor data
 // extension are handled:
 //
 //   request body  = JSON header, then the raw bytes of every input whose JSON entry carries
@@ -44,6 +45,7 @@
 #include <vector>
 
 #include "ebb/status.h"
+#include "core/inference.h"
 #include "ebb/tensor.h"
 
 namespace ebb::server {
@@ -51,14 +53,21 @@ namespace ebb::server {
 // The HTTP header giving the length of the JSON part of a body that has binary data appended.
 inline constexpr std::string_view kInferenceHeaderContentLength = "Inference-Header-Content-Length";
 
-struct InferRequest {
-  std::string id;                        // echoed back in the response; empty when not given
-  std::vector<NamedTensor> inputs;       // in request order; names are unique
-  std::vector<std::string> outputs;      // requested output names, in request order; empty = all
-  std::set<std::string> binary_outputs;  // outputs with parameters.binary_data: true
-  std::set<std::string> json_outputs;    // outputs with parameters.binary_data: false (beats all_binary)
-  bool all_binary = false;               // top-level parameters.binary_data_output
-  std::optional<int64_t> keep_alive_ms;  // top-level parameters.keep_alive (milliseconds, may be negative)
+// Which outputs a REST client wants back as binary data (the binary tensor data extension).
+struct BinaryOutputs {
+  std::set<std::string> binary;  // outputs with parameters.binary_data: true
+  std::set<std::string> json;    // outputs with parameters.binary_data: false (beats `all`)
+  bool all = false;              // top-level parameters.binary_data_output
+
+  // Whether output `name` goes back as binary data: listed in `binary`, or `all` is set and it is
+  // not listed in `json`.
+  [[nodiscard]] bool Wants(const std::string& name) const;
+};
+
+// A decoded REST inference request: the core's request and the REST-only output choices.
+struct RestInferRequest {
+  InferRequest request;
+  BinaryOutputs binary;
 };
 
 struct ParseOptions {
@@ -74,22 +83,17 @@ struct ParseOptions {
 // Parses an inference request. `body` is the whole HTTP body; `header_length` is the value of
 // Inference-Header-Content-Length if that header was sent (nullopt: the whole body is JSON).
 // Request fields ebb does not use ("model_name", unknown parameters, ...) are ignored.
-[[nodiscard]] Result<InferRequest> ParseInferRequest(std::string_view body, std::optional<size_t> header_length,
+[[nodiscard]] Result<RestInferRequest> ParseInferRequest(std::string_view body, std::optional<size_t> header_length,
                                                      const ParseOptions& options = {});
-
-// Whether output `name` goes back as binary data: listed in binary_outputs, or all_binary is set
-// and it is not listed in json_outputs.
-[[nodiscard]] bool WantsBinaryOutput(const InferRequest& request, const std::string& name);
 
 struct EncodedResponse {
   std::string body;                    // JSON header, then any binary output data
   std::optional<size_t> header_length;  // JSON header length; set iff any output is binary
 };
 
-// Encodes every tensor of `outputs`, in order (the caller has already applied request.outputs).
-// "model_version" is omitted when empty, "id" when request.id is empty.
-[[nodiscard]] EncodedResponse EncodeInferResponse(const std::string& model_name, const std::string& model_version,
-                                                  const InferRequest& request, const std::vector<NamedTensor>& outputs);
+// Encodes every output of `response`, in order. "model_version" is omitted when empty, "id" when
+// response.id is empty.
+[[nodiscard]] EncodedResponse EncodeInferResponse(const InferResponse& response, const BinaryOutputs& binary);
 
 // {"error":"<message>"}; invalid UTF-8 in `message` is replaced by U+FFFD.
 [[nodiscard]] std::string EncodeError(std::string_view message);

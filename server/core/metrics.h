@@ -1,4 +1,4 @@
-// server/metrics.h — the server's metrics, in the Prometheus text format.
+// server/core/metrics.h — the server's metrics, in the Prometheus text format.
 //
 // A thin facade over prometheus-cpp (Debian's prometheus-cpp-dev): families
 // are created on first use by name, series by label set, and Render() writes

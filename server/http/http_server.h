@@ -1,10 +1,11 @@
-// server/http_server.h — HTTP/1.1 front end of `ebb serve`.
+// server/http/http_server.h — the HTTP/1.1 transport of `ebb serve`.
 //
-// Routes the KServe v2 paths to an InferenceService. The HTTP library
-// (cpp-httplib) is hidden behind a pimpl: no other file includes it.
+// Accepts connections, frames HTTP/1.1 requests and hands each one to the
+// RestApi (server/http/rest_api.h), which does everything else. The HTTP
+// library (cpp-httplib) is hidden behind a pimpl: no other file includes it.
 // Connections are served by a pool of HTTP threads (slow or vanished clients
 // occupy only one of those, up to the read/write timeouts); inference itself
-// is bounded by the service's admission queue.
+// is bounded by the core's admission queue.
 //
 // Lifecycle: Bind() once, then Serve() on one thread until Stop() is called
 // from another (Stop lets in-flight requests finish; Serve then returns).
@@ -15,7 +16,7 @@
 #include <string>
 
 #include "ebb/status.h"
-#include "service.h"
+#include "rest_api.h"
 
 namespace ebb::server {
 
@@ -30,7 +31,8 @@ struct HttpOptions {
 
 class HttpServer {
  public:
-  HttpServer(InferenceService& service, HttpOptions options);
+  // REQUIRES: `api` outlives the server.
+  HttpServer(RestApi& api, HttpOptions options);
   ~HttpServer();
 
   // Binds the listening socket. Errors: kUnavailable (address in use, ...).

@@ -1,0 +1,232 @@
+#include "rest_api.h"
+
+#include <algorithm>
+#include <cctype>
+#include <nlohmann/json.hpp>
+
+#include "protocol.h"
+
+namespace ebb::server {
+namespace {
+
+using nlohmann::json;
+
+HttpReply JsonReply(int status, const json& body) { return {status, body.dump(), "application/json", {}}; }
+
+json Describe(const std::vector<TensorInfo>& infos) {
+  json list = json::array();
+  for (const TensorInfo& t : infos) {
+    list.push_back({{"name", t.name}, {"datatype", DataTypeName(t.type)}, {"shape", t.shape}});
+  }
+  return list;
+}
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// For messages: a path cut short when long.
+std::string Shown(std::string_view path) {
+  constexpr size_t kMax = 120;
+  return path.size() <= kMax ? std::string(path) : std::string(path.substr(0, kMax)) + "...";
+}
+
+// The path of a request target (query dropped) as percent-decoded segments;
+// one trailing slash is ignored ("/v2/" is "/v2").
+Result<std::vector<std::string>> SplitPath(std::string_view target) {
+  std::string_view path = target.substr(0, target.find('?'));
+  if (path.empty() || path[0] != '/') return InvalidArgument("the request target must be an absolute path");
+  path.remove_prefix(1);
+  if (!path.empty() && path.back() == '/') path.remove_suffix(1);
+  std::vector<std::string> segments(1);
+  for (size_t i = 0; i < path.size(); ++i) {
+    const char c = path[i];
+    if (c == '/') {
+      segments.emplace_back();
+    } else if (c != '%') {
+      segments.back() += c;
+    } else if (i + 2 < path.size() && HexDigit(path[i + 1]) >= 0 && HexDigit(path[i + 2]) >= 0) {
+      segments.back() += static_cast<char>(HexDigit(path[i + 1]) * 16 + HexDigit(path[i + 2]));
+      i += 2;
+    } else {
+      return InvalidArgument("the request path has a malformed percent-encoding: " + Shown(path));
+    }
+  }
+  return segments;
+}
+
+enum class Endpoint {
+  kNone,
+  kLive,
+  kReady,
+  kServerMetadata,
+  kMetrics,
+  kModelMetadata,
+  kModelReady,
+  kInfer,
+  kIndex,
+  kLoad,
+  kUnload,
+};
+
+struct Route {
+  Endpoint endpoint = Endpoint::kNone;
+  std::string_view method;  // the one method the endpoint answers
+  std::string model;
+  std::string version;  // "" = not given
+};
+
+// /v2/models/{m}[/versions/{v}][/ready|/infer]
+Route MatchModel(const std::vector<std::string>& s) {
+  Route r;
+  size_t next = 3;
+  r.model = s[2];
+  if (s.size() >= 5 && s[3] == "versions") {
+    r.version = s[4];
+    next = 5;
+  }
+  if (s.size() == next) return {Endpoint::kModelMetadata, "GET", r.model, r.version};
+  if (s.size() == next + 1 && s[next] == "ready") return {Endpoint::kModelReady, "GET", r.model, r.version};
+  if (s.size() == next + 1 && s[next] == "infer") return {Endpoint::kInfer, "POST", r.model, r.version};
+  return {};
+}
+
+Route Match(const std::vector<std::string>& s) {
+  if (s.size() == 1 && s[0] == "metrics") return {Endpoint::kMetrics, "GET", "", ""};
+  if (s.empty() || s[0] != "v2") return {};
+  if (s.size() == 1) return {Endpoint::kServerMetadata, "GET", "", ""};
+  if (s.size() == 3 && s[1] == "health" && s[2] == "live") return {Endpoint::kLive, "GET", "", ""};
+  if (s.size() == 3 && s[1] == "health" && s[2] == "ready") return {Endpoint::kReady, "GET", "", ""};
+  if (s.size() >= 3 && s[1] == "models") return MatchModel(s);
+  if (s.size() == 3 && s[1] == "repository" && s[2] == "index") return {Endpoint::kIndex, "POST", "", ""};
+  if (s.size() == 5 && s[1] == "repository" && s[2] == "models") {
+    if (s[4] == "load") return {Endpoint::kLoad, "POST", s[3], ""};
+    if (s[4] == "unload") return {Endpoint::kUnload, "POST", s[3], ""};
+  }
+  return {};
+}
+
+json IndexEntry(const ModelInfo& m) {
+  json entry = {{"name", m.name},         {"version", "1"},          {"state", PoolStateName(m.state)},
+                {"charge_bytes", m.charge_bytes}, {"in_flight", m.in_flight}, {"pinned", m.pinned}};
+  if (!m.reason.empty()) entry["reason"] = m.reason;
+  return entry;
+}
+
+}  // namespace
+
+std::optional<std::string_view> HttpRequest::Header(std::string_view name) const {
+  for (const auto& [key, value] : headers) {
+    if (EqualsIgnoreCase(key, name)) return value;
+  }
+  return std::nullopt;
+}
+
+HttpReply ErrorReply(int status, std::string_view message) {
+  return {status, EncodeError(message), "application/json", {}};
+}
+
+HttpReply ReplyFor(const Status& status) {
+  int code = 500;
+  switch (status.code()) {
+    case StatusCode::kOk: code = 200; break;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kFailedPrecondition: code = 400; break;
+    case StatusCode::kNotFound: code = 404; break;
+    case StatusCode::kUnavailable:
+    case StatusCode::kResourceExhausted:
+    case StatusCode::kCancelled: code = 503; break;
+    case StatusCode::kInternal: code = 500; break;
+  }
+  return ErrorReply(code, status.message());
+}
+
+HttpReply RestApi::Handle(const HttpRequest& request) {
+  Result<std::vector<std::string>> segments = SplitPath(request.target);
+  if (!segments.ok()) return ReplyFor(segments.status());
+  const Route route = Match(*segments);
+  const std::string shown = std::string(request.method) + " " + Shown(request.target);
+  if (route.endpoint == Endpoint::kNone) return ErrorReply(404, "no such endpoint: " + shown);
+  const bool head = request.method == "HEAD" && route.method == "GET";
+  if (request.method != route.method && !head) {
+    HttpReply reply = ErrorReply(405, "method not allowed: " + shown + " (allowed: " + std::string(route.method) + ")");
+    reply.headers.emplace_back("Allow", route.method);
+    return reply;
+  }
+  InferenceService& s = service_;
+  switch (route.endpoint) {
+    case Endpoint::kNone: break;
+    case Endpoint::kLive: return JsonReply(200, {{"live", s.Live()}});
+    case Endpoint::kReady: return JsonReply(s.Ready() ? 200 : 503, {{"ready", s.Ready()}});
+    case Endpoint::kServerMetadata: {
+      const ServerMetadata m = s.Metadata();
+      return JsonReply(200, {{"name", m.name}, {"version", m.version}, {"extensions", m.extensions}});
+    }
+    case Endpoint::kMetrics: return {200, s.RenderMetrics(), "text/plain; version=0.0.4; charset=utf-8", {}};
+    case Endpoint::kModelMetadata: {
+      Result<ModelMetadata> m = s.DescribeModel(route.model);
+      if (!m.ok()) return ReplyFor(m.status());
+      return JsonReply(200, {{"name", m->name},
+                             {"versions", m->versions},
+                             {"platform", m->platform},
+                             {"inputs", Describe(m->inputs)},
+                             {"outputs", Describe(m->outputs)}});
+    }
+    case Endpoint::kModelReady: {
+      Result<bool> ready = s.ModelReady(route.model);
+      if (!ready.ok()) return ReplyFor(ready.status());
+      return JsonReply(*ready ? 200 : 400, {{"name", route.model}, {"ready", *ready}});
+    }
+    case Endpoint::kInfer: return Infer(route.model, request);
+    case Endpoint::kIndex: {
+      json list = json::array();
+      for (const ModelInfo& m : s.Index()) list.push_back(IndexEntry(m));
+      return JsonReply(200, list);
+    }
+    case Endpoint::kLoad: {
+      if (Status st = s.Load(route.model); !st.ok()) return ReplyFor(st);
+      return JsonReply(200, json::object());
+    }
+    case Endpoint::kUnload: {
+      if (Status st = s.Unload(route.model); !st.ok()) return ReplyFor(st);
+      return JsonReply(200, json::object());
+    }
+  }
+  return ErrorReply(500, "unrouted endpoint");
+}
+
+HttpReply RestApi::Infer(const std::string& model, const HttpRequest& request) {
+  BinaryOutputs binary;
+  Result<InferResponse> response = service_.Infer(model, [&]() -> Result<InferRequest> {
+    std::optional<size_t> json_length;
+    if (auto header = request.Header(kInferenceHeaderContentLength)) {
+      Result<size_t> parsed = ParseHeaderContentLength(*header);
+      if (!parsed.ok()) return parsed.status();
+      json_length = *parsed;
+    }
+    Result<RestInferRequest> parsed =
+        ParseInferRequest(request.body, json_length, {service_.options().max_input_elements});
+    if (!parsed.ok()) return parsed.status();
+    binary = std::move(parsed->binary);
+    return std::move(parsed->request);
+  });
+  if (!response.ok()) return ReplyFor(response.status());
+  EncodedResponse encoded = EncodeInferResponse(*response, binary);
+  HttpReply reply{200, std::move(encoded.body), "application/json", {}};
+  if (encoded.header_length) {
+    reply.content_type = "application/octet-stream";
+    reply.headers.emplace_back(std::string(kInferenceHeaderContentLength), std::to_string(*encoded.header_length));
+  }
+  return reply;
+}
+
+}  // namespace ebb::server

@@ -1,0 +1,69 @@
+// server/http/rest_api.h — the KServe v2 REST API over the server core.
+//
+// RestApi turns one HTTP request, already framed by a transport
+// (server/http/http_server.h), into one call of the core (InferenceService)
+// and its answer into an HTTP reply. It routes by method and path, decodes and
+// encodes bodies (server/http/protocol.h for inference), and is the one place
+// where an ebb Status becomes an HTTP status (ReplyFor):
+//   kInvalidArgument, kFailedPrecondition -> 400; kNotFound -> 404;
+//   kUnavailable, kResourceExhausted, kCancelled -> 503; anything else -> 500;
+// always with the body {"error": "<message>"}.
+//
+// Endpoints: GET /v2/health/live, /v2/health/ready, /v2, /metrics,
+// /v2/models/{m}[/versions/{v}], /v2/models/{m}[/versions/{v}]/ready;
+// POST /v2/models/{m}[/versions/{v}]/infer, /v2/repository/index,
+// /v2/repository/models/{m}/load, /v2/repository/models/{m}/unload.
+// An unknown path is 404; a known path with the wrong method is 405.
+//
+// Thread safety: Handle() may be called concurrently.
+// Ownership: the request's views must stay valid during Handle(); the reply
+// owns its body.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/service.h"
+
+namespace ebb::server {
+
+// A request as the transport framed it.
+struct HttpRequest {
+  std::string_view method;  // "GET", "POST", ...
+  std::string_view target;  // the request target as sent: path (percent-encoded) and query
+  std::vector<std::pair<std::string_view, std::string_view>> headers;
+  std::string_view body;
+
+  // The first header called `name` (ASCII case-insensitive), if any.
+  std::optional<std::string_view> Header(std::string_view name) const;
+};
+
+struct HttpReply {
+  int status = 200;
+  std::string body;
+  std::string content_type = "application/json";
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+// The one mapping from an ebb Status to an HTTP reply.
+HttpReply ReplyFor(const Status& status);
+// A reply with `status` and the body {"error": message}.
+HttpReply ErrorReply(int status, std::string_view message);
+
+class RestApi {
+ public:
+  // REQUIRES: `service` outlives the API.
+  explicit RestApi(InferenceService& service) : service_(service) {}
+
+  HttpReply Handle(const HttpRequest& request);
+
+ private:
+  HttpReply Infer(const std::string& model, const HttpRequest& request);
+
+  InferenceService& service_;
+};
+
+}  // namespace ebb::server
