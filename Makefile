@@ -32,6 +32,8 @@ bench: build
 	$(BUILD)/ebb bench overhead --json
 	$(BUILD)/ebb bench floor --json
 	$(BUILD)/ebb bench release --json
+	$(BUILD)/ebb bench release --json --models $(BUILD)/generated_models --model conv_100mb --size 64
+	$(BUILD)/ebb bench footprint --json
 
 clean:
 	rm -rf $(BUILD)

@@ -14,7 +14,26 @@ struct BenchOptions {
   int64_t size = 0;               // input side in pixels; 0 = the benchmark's default
   int iterations = 0;             // 0 = the benchmark's default (quick)
   bool json = true;               // --json (JSON is the only output)
+  int64_t budget_bytes = 0;       // bench switch: 0 = 2.5x one model's measured charge
 };
+
+// `ebb bench footprint`: memory per model, ebb against plain ORT (bench_footprint.cc).
+struct FootprintOptions {
+  CommonOptions common;
+  std::string generated_dir;  // --generated: default `generated_models` beside the binary
+  std::string sizes = "10,100,300";  // generated conv models, MB of weights
+  std::string bundled = "convnet,tiny,mixed,twochannel,ppocr_det,waifu2x_scale2x";  // under --models
+  std::string levels = "all,extended,basic,disabled";
+  int cycles = 20;          // ebb's load -> infer -> unload cycles after the first
+  int baseline_cycles = 3;  // plain ORT's (its loads are the slow part of the run)
+  int64_t side = 64;        // spatial side of 4-D inputs
+  bool json = true;
+  // Hidden: the child process that measures one configuration.
+  std::string worker;  // "ebb" or "ort"
+  std::string worker_model, worker_level, worker_cache_dir;
+};
+
+int BenchFootprint(const FootprintOptions& options);
 
 // `options` with `fallback` as its model when none was given.
 inline BenchOptions WithModel(BenchOptions options, const char* fallback) {

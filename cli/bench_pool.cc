@@ -120,7 +120,7 @@ int BenchSwitch(const BenchOptions& options) {
       charge = std::max(charge, pool.StatusOf("m" + std::to_string(i))->charge_bytes);
     }
   }
-  const int64_t budget = charge * 5 / 2;
+  const int64_t budget = options.budget_bytes ? options.budget_bytes : charge * 5 / 2;
 
   nlohmann::json strategies;
   for (const std::string strategy : {"all_resident", "destroy_on_switch", "budget_lru"}) {

@@ -1,7 +1,8 @@
 // `ebb bench release`: one tiled upscaling operation over several frames,
 // repeated, under each release mode — never, every_run, operation_end — and
-// destroy_session (drop the session after every operation and load it again,
-// what applications without ebb do to get their memory back).
+// destroy_session (drop the session after every operation and load it again
+// from the model file, what applications without ebb do to get their memory
+// back; ebb's optimized-model cache is off in that mode).
 #include <malloc.h>
 
 #include <map>
@@ -40,6 +41,7 @@ Result<ModeResult> MeasureMode(const std::string& mode, const BenchOptions& opti
   if (destroy) {
     policy->release = ReleaseMode::kNever;
     policy->cpu.arena = CpuArenaMode::kPerSession;  // ORT's own default
+    policy->optimized_model_cache.enabled = false;  // an application without ebb reloads from the model file
   } else {
     policy->release = *ParseReleaseMode(mode);
   }

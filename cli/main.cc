@@ -158,7 +158,24 @@ int main(int argc, char** argv) {
   auto* release_cmd = add_bench("release", "a tiled multi-frame operation under every release mode");
   auto* http_cmd = add_bench("http", "the server's own cost per request over the run boundary");
   auto* switch_cmd = add_bench("switch", "models rotating under all_resident, destroy_on_switch and budget_lru");
+  switch_cmd->add_option("--budget-bytes", bench.budget_bytes, "budget_lru's budget (0 = 2.5x one model's charge)");
   auto* sessions_cmd = add_bench("sessions", "1 to 16 sessions: per-session arenas against one shared capped arena");
+  FootprintOptions footprint;
+  auto* footprint_cmd = bench_cmd->add_subcommand(
+      "footprint", "memory per model (load, inference, unload, cycles) at each optimization level, against plain ORT");
+  AddCommon(footprint_cmd, &footprint.common);
+  footprint_cmd->add_option("--generated", footprint.generated_dir, "folder of the generated conv_<N>mb models");
+  footprint_cmd->add_option("--sizes", footprint.sizes, "generated models, MB of weights")->capture_default_str();
+  footprint_cmd->add_option("--bundled", footprint.bundled, "models under --models")->capture_default_str();
+  footprint_cmd->add_option("--levels", footprint.levels, "graph optimization levels")->capture_default_str();
+  footprint_cmd->add_option("--cycles", footprint.cycles, "ebb's load-infer-unload cycles")->capture_default_str();
+  footprint_cmd->add_option("--baseline-cycles", footprint.baseline_cycles, "plain ORT's cycles")->capture_default_str();
+  footprint_cmd->add_option("--size", footprint.side, "side of 4-D inputs")->capture_default_str();
+  footprint_cmd->add_flag("--json", footprint.json, "print JSON (the only output format)");
+  footprint_cmd->add_option("--worker", footprint.worker)->group("");
+  footprint_cmd->add_option("--worker-model", footprint.worker_model)->group("");
+  footprint_cmd->add_option("--worker-level", footprint.worker_level)->group("");
+  footprint_cmd->add_option("--worker-cache-dir", footprint.worker_cache_dir)->group("");
 
   CLI11_PARSE(app, argc, argv);
   if (*demo_cmd) return RunDemo(demo);
@@ -180,5 +197,6 @@ int main(int argc, char** argv) {
   if (*http_cmd) return BenchHttp(bench);
   if (*switch_cmd) return BenchSwitch(bench);
   if (*sessions_cmd) return BenchSessions(bench);
+  if (*footprint_cmd) return BenchFootprint(footprint);
   return 1;
 }

@@ -61,7 +61,7 @@ APT_PACKAGES=(
     build-essential cmake pkg-config git ca-certificates nodejs npm
     libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
     libcpp-httplib-dev prometheus-cpp-dev libssl-dev libpng-dev libjpeg-dev
-    python3 python3-onnx python3-numpy curl prometheus wrk
+    python3 python3-onnx python3-numpy curl prometheus wrk libxxhash-dev
 )
 
 pkg_installed() {

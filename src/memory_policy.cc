@@ -42,6 +42,10 @@ const EnumNames<ReleaseMode> kRelease{{{ReleaseMode::kOperationEnd, "operation_e
 const EnumNames<CpuArenaMode> kCpuArena{{{CpuArenaMode::kShared, "shared"},
                                          {CpuArenaMode::kPerSession, "per_session"},
                                          {CpuArenaMode::kNone, "none"}}};
+const EnumNames<GraphOptimization> kGraphOptimization{{{GraphOptimization::kAll, "all"},
+                                                       {GraphOptimization::kExtended, "extended"},
+                                                       {GraphOptimization::kBasic, "basic"},
+                                                       {GraphOptimization::kDisabled, "disabled"}}};
 const EnumNames<ConvAlgoSearch> kConvSearch{{{ConvAlgoSearch::kExhaustive, "exhaustive"},
                                              {ConvAlgoSearch::kHeuristic, "heuristic"},
                                              {ConvAlgoSearch::kDefault, "default"}}};
@@ -67,10 +71,19 @@ FieldReader Bool(bool* out) {
   };
 }
 
-FieldReader Bytes(size_t* out) {
+template <typename T>
+FieldReader Bytes(T* out) {
   return [out](const json& v, const std::string& where) {
     if (!v.is_number_unsigned()) return InvalidArgument(where + " must be a non-negative integer (bytes)");
-    *out = v.get<size_t>();
+    *out = v.get<T>();
+    return Status::Ok();
+  };
+}
+
+FieldReader Text(std::string* out) {
+  return [out](const json& v, const std::string& where) {
+    if (!v.is_string()) return InvalidArgument(where + " must be a string");
+    *out = v.get<std::string>();
     return Status::Ok();
   };
 }
@@ -128,6 +141,12 @@ Result<MemoryPolicy> ParseMemoryPolicy(std::string_view json_text) {
                        {"conv_algo_search", Enum(kConvSearch, &p.cuda.conv_algo_search)},
                        {"conv_use_max_workspace", Bool(&p.cuda.conv_use_max_workspace)}});
   };
+  FieldReader cache = [&p](const json& v, const std::string& where) {
+    return ReadObject(v, where,
+                      {{"enabled", Bool(&p.optimized_model_cache.enabled)},
+                       {"dir", Text(&p.optimized_model_cache.dir)},
+                       {"max_bytes", Bytes(&p.optimized_model_cache.max_bytes)}});
+  };
   EBB_RETURN_IF_ERROR(ReadObject(j, "policy",
                                  {{"cpu", cpu},
                                   {"cuda", cuda},
@@ -136,7 +155,9 @@ Result<MemoryPolicy> ParseMemoryPolicy(std::string_view json_text) {
                                   {"trim_heap_after_release", Bool(&p.trim_heap_after_release)},
                                   {"memory_pattern", Bool(&p.memory_pattern)},
                                   {"strict_device", Bool(&p.strict_device)},
-                                  {"intra_op_threads", Int(&p.intra_op_threads)}}));
+                                  {"intra_op_threads", Int(&p.intra_op_threads)},
+                                  {"graph_optimization", Enum(kGraphOptimization, &p.graph_optimization)},
+                                  {"optimized_model_cache", cache}}));
   return p;
 }
 
@@ -163,11 +184,20 @@ std::string MemoryPolicyToJson(const MemoryPolicy& p) {
       {"memory_pattern", p.memory_pattern},
       {"strict_device", p.strict_device},
       {"intra_op_threads", p.intra_op_threads},
+      {"graph_optimization", kGraphOptimization.Name(p.graph_optimization)},
+      {"optimized_model_cache",
+       {{"enabled", p.optimized_model_cache.enabled},
+        {"dir", p.optimized_model_cache.dir},
+        {"max_bytes", p.optimized_model_cache.max_bytes}}},
   };
   return j.dump(2);
 }
 
 const char* ReleaseModeName(ReleaseMode mode) { return kRelease.Name(mode); }
 std::optional<ReleaseMode> ParseReleaseMode(std::string_view name) { return kRelease.Parse(name); }
+const char* GraphOptimizationName(GraphOptimization level) { return kGraphOptimization.Name(level); }
+std::optional<GraphOptimization> ParseGraphOptimization(std::string_view name) {
+  return kGraphOptimization.Parse(name);
+}
 
 }  // namespace ebb

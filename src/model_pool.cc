@@ -1,5 +1,7 @@
 #include "ebb/model_pool.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -185,6 +187,10 @@ Status ModelPool::LoadLocked(Entry& e, bool on_demand, std::unique_lock<std::mut
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::lock_guard<std::mutex> one_load(load_mu_);
     const bool cuda = spec.load.device.kind == DeviceRequest::Kind::kCuda;
+    // Load trims the heap after building the session; trim it before too
+    // (the heap only: arenas follow the release mode), so that the growth is
+    // the model's idle cost, not heap that others freed earlier.
+    if (!cuda && runtime_.policy().trim_heap_after_release) malloc_trim(0);
     const int64_t before = cuda ? GpuUsed(spec.load.device.index) : ReadRssBytes();
     session = runtime_.Load(spec.path, spec.load);
     if (session.ok()) {

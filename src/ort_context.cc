@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <regex>
 
+#include "log.h"
+
 namespace ebb::detail {
 namespace {
 
@@ -125,8 +127,25 @@ void InvokeOrtRun(const OrtRun& run) {
 
 Result<std::shared_ptr<RuntimeContext>> RuntimeContext::Create(const MemoryPolicy& policy) {
   std::shared_ptr<RuntimeContext> ctx(new RuntimeContext(policy));
+  if (!policy.optimized_model_cache.enabled) {
+    ctx->cache_problem_ = "the optimized-model cache is off in the policy";
+  } else {
+    const OptimizedModelCachePolicy& c = policy.optimized_model_cache;
+    auto cache = OptimizedModelCache::Open(OptimizedModelCache::FolderFor(c), c.max_bytes);
+    if (cache.ok()) {
+      ctx->optimized_cache_ = std::move(cache).value();
+    } else {
+      ctx->cache_problem_ = "optimized-model cache off: " + cache.status().message();
+      LogInfo(ctx->cache_problem_);
+    }
+  }
   try {
-    ctx->env_ = std::make_unique<Ort::Env>(ORT_LOGGING_LEVEL_FATAL, "ebb");
+    // One intra-op pool for all sessions (they are created with
+    // DisablePerSessionThreads); runs are sequential, so no inter-op threads.
+    Ort::ThreadingOptions threading;
+    if (policy.intra_op_threads > 0) threading.SetGlobalIntraOpNumThreads(policy.intra_op_threads);
+    threading.SetGlobalInterOpNumThreads(1);
+    ctx->env_ = std::make_unique<Ort::Env>(threading, ORT_LOGGING_LEVEL_FATAL, "ebb");
     if (policy.cpu.arena != CpuArenaMode::kShared) return ctx;
 
     if (g_shared_arena_owned.exchange(true)) {
@@ -141,7 +160,7 @@ Result<std::shared_ptr<RuntimeContext>> RuntimeContext::Create(const MemoryPolic
     ctx->env_->CreateAndRegisterAllocator(info, cfg);
 
     Ort::SessionOptions options;
-    options.SetIntraOpNumThreads(1);
+    options.DisablePerSessionThreads();
     options.AddConfigEntry(kOrtSessionOptionsConfigUseEnvAllocators, "1");
     std::string bytes = TrimModelBytes();
     ctx->trim_session_ = std::make_unique<Ort::Session>(*ctx->env_, bytes.data(), bytes.size(), options);

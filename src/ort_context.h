@@ -17,6 +17,7 @@
 #include "ebb/memory_policy.h"
 #include "ebb/memory_stats.h"
 #include "ebb/status.h"
+#include "optimized_model_cache.h"
 
 namespace ebb::detail {
 
@@ -48,8 +49,10 @@ void InvokeOrtRun(const OrtRun& run);
 // State shared by a Runtime and every session it created.
 class RuntimeContext {
  public:
-  // Creates the env and, for CpuArenaMode::kShared, registers the capped
-  // env arena and builds the tiny session used to trim it.
+  // Creates the env (with ORT's global thread pools, which every session
+  // uses), opens the optimized-model cache when the policy enables it, and,
+  // for CpuArenaMode::kShared, registers the capped env arena and builds the
+  // tiny session used to trim it.
   static Result<std::shared_ptr<RuntimeContext>> Create(const MemoryPolicy& policy);
   ~RuntimeContext();
 
@@ -68,6 +71,11 @@ class RuntimeContext {
   // since the last call (malloc_trim walks every glibc heap: ~40 us a call
   // here, a quarter of a tiny model's request); `force` trims regardless.
   void TrimHeap(bool force = false);
+  // The optimized-model cache, or nullptr when it is off or cannot be used
+  // (cache_problem() says why).
+  OptimizedModelCache* optimized_cache() const { return optimized_cache_.get(); }
+  const std::string& cache_problem() const { return cache_problem_; }
+
   // Statistics of the shared CPU arena, when there is one.
   std::optional<ArenaStats> ReadSharedArena() const;
 
@@ -83,6 +91,8 @@ class RuntimeContext {
   std::unique_ptr<Ort::Env> env_;
   std::shared_ptr<ArenaGate> shared_gate_;
   std::unique_ptr<Ort::Session> trim_session_;
+  std::unique_ptr<OptimizedModelCache> optimized_cache_;
+  std::string cache_problem_;
   size_t shared_cap_ = 0;
   std::atomic<int64_t> shrinks_at_last_heap_trim_{-1};
   bool registered_ = false;

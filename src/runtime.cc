@@ -1,42 +1,14 @@
 #include "ebb/runtime.h"
 
-#include <openssl/evp.h>
-
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "log.h"
+#include "model_file.h"
 #include "ort_context.h"
 #include "session_factory.h"
 
 namespace ebb {
 namespace {
-
-std::string Sha256Hex(const std::string& bytes) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(), nullptr);
-  static const char* kHex = "0123456789abcdef";
-  std::string hex;
-  for (unsigned int i = 0; i < length; ++i) {
-    hex += kHex[digest[i] >> 4];
-    hex += kHex[digest[i] & 15];
-  }
-  return hex;
-}
-
-Result<std::string> ReadModelFile(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return NotFound("model file '" + path + "' does not exist");
-  if (!std::filesystem::is_regular_file(path, ec)) return InvalidArgument("'" + path + "' is not a model file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot open model file '" + path + "'");
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  if (bytes.str().empty()) return InvalidArgument("model file '" + path + "' is empty");
-  return bytes.str();
-}
 
 // "models/convnet/model.onnx" -> "convnet"; "x/upscaler.onnx" -> "upscaler".
 std::string DefaultName(const std::string& path) {
@@ -65,27 +37,46 @@ SessionCache& Runtime::cache() { return *cache_; }
 uint64_t Runtime::load_count() const { return cache_->total_loads(); }
 
 Result<std::shared_ptr<Session>> Runtime::Load(const std::string& model_path, const LoadOptions& options) {
-  Result<std::string> bytes = ReadModelFile(model_path);
-  if (!bytes.ok()) return bytes.status();
-  return LoadBytes(*bytes, model_path, options);
+  // The file is hashed as a stream and ORT reads it itself: no copy of it is
+  // kept. If it is replaced while ORT reads it, hash and load again.
+  for (int attempt = 0;; ++attempt) {
+    detail::ModelSource source;
+    source.path = model_path;
+    Result<std::string> sha256 = detail::Sha256OfFile(model_path, &source.identity);
+    if (!sha256.ok()) return sha256.status();
+    Result<std::shared_ptr<Session>> session = LoadSource(source, *sha256, options);
+    Result<detail::FileIdentity> now = detail::StatFile(model_path);
+    const bool changed = !session.ok() && session.status().code() == StatusCode::kUnavailable &&
+                         (!now.ok() || *now != source.identity);
+    if (!changed || attempt == 2) return session;
+    detail::LogWarning("model file '" + model_path + "' changed while it was loading; loading it again");
+  }
 }
 
 Result<std::shared_ptr<Session>> Runtime::LoadFromBytes(const std::string& bytes, const LoadOptions& options) {
-  return LoadBytes(bytes, "", options);
+  detail::ModelSource source;
+  source.bytes = &bytes;
+  return LoadSource(source, detail::Sha256Hex(bytes.data(), bytes.size()), options);
 }
 
-Result<std::shared_ptr<Session>> Runtime::LoadBytes(const std::string& bytes, const std::string& path,
-                                                    const LoadOptions& options) {
+Result<std::shared_ptr<Session>> Runtime::LoadSource(const detail::ModelSource& source, const std::string& sha256,
+                                                     const LoadOptions& options) {
+  const std::string& path = source.path;
   detail::SessionSpec spec;
   spec.name = !options.name.empty() ? options.name : path.empty() ? "model" : DefaultName(path);
   spec.source_path = path;
   spec.device = options.device;
   spec.strict_device = options.strict_device.value_or(ctx_->policy().strict_device);
-  SessionKey key{Sha256Hex(bytes), spec.device.ToString(), spec.strict_device ? "strict" : ""};
+  spec.model_sha256 = sha256;
+  SessionKey key{sha256, spec.device.ToString(), spec.strict_device ? "strict" : ""};
 
   std::weak_ptr<SessionCache> weak_cache = cache_;
   return cache_->GetOrLoad(key, [&]() -> Result<std::shared_ptr<Session>> {
-    auto state = detail::BuildSession(ctx_, bytes, spec);
+    auto state = detail::BuildSession(ctx_, source, spec);
+    // A load leaves transient heap (ORT's parse and optimization) that only
+    // a trim returns: give it back now, so the RSS after a load is what the
+    // model costs while idle. (A failed build was trimmed by its destructor.)
+    ctx_->TrimHeap(/*force=*/true);
     if (!state.ok()) return state.status();
     auto session = std::make_shared<Session>(std::move(state).value());
     // A session that ran out of memory leaves the cache; the next Load builds it afresh.

@@ -234,6 +234,12 @@ std::function<bool()> MakeBareOrtRun(Session& session, const std::vector<NamedTe
   };
 }
 
+SessionState::~SessionState() {
+  session.reset();
+  mapped_model.reset();
+  if (ctx) ctx->TrimHeap(/*force=*/true);
+}
+
 }  // namespace detail
 
 using detail::SessionState;
@@ -246,6 +252,7 @@ const std::string& Session::source_path() const { return state_->source_path; }
 const ResolvedDevice& Session::device() const { return state_->device; }
 const std::vector<TensorInfo>& Session::inputs() const { return state_->inputs; }
 const std::vector<TensorInfo>& Session::outputs() const { return state_->outputs; }
+const LoadRecord& Session::load_record() const { return state_->load; }
 uint64_t Session::run_count() const { return state_->runs; }
 uint64_t Session::release_count() const { return state_->releases; }
 int Session::in_flight() const { return state_->in_flight; }

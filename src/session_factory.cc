@@ -1,5 +1,8 @@
 #include "session_factory.h"
 
+#include <chrono>
+#include <filesystem>
+
 #include "log.h"
 
 namespace ebb::detail {
@@ -7,8 +10,8 @@ namespace {
 
 Ort::SessionOptions BaseOptions(const MemoryPolicy& policy) {
   Ort::SessionOptions options;
-  if (policy.intra_op_threads > 0) options.SetIntraOpNumThreads(policy.intra_op_threads);
-  options.SetGraphOptimizationLevel(GraphOptimizationLevel::ORT_ENABLE_ALL);
+  options.DisablePerSessionThreads();  // the env's global pool (RuntimeContext::Create)
+  options.SetGraphOptimizationLevel(ToOrtLevel(policy.graph_optimization));
   if (!policy.memory_pattern) options.DisableMemPattern();
   switch (policy.cpu.arena) {
     case CpuArenaMode::kShared:
@@ -124,10 +127,139 @@ void AttachArenas(SessionState& s) {
   if (s.device.kind == DeviceKind::kCuda) s.arena_desc = "CUDA arena of " + s.device.ToString();
 }
 
+std::unique_ptr<Ort::Session> NewSession(Ort::Env& env, const ModelSource& source,
+                                         const Ort::SessionOptions& options) {
+  if (source.bytes) return std::make_unique<Ort::Session>(env, source.bytes->data(), source.bytes->size(), options);
+  return std::make_unique<Ort::Session>(env, source.path.c_str(), options);
+}
+
+// Whether the model file is still what was hashed (always true for bytes).
+bool SourceUnchanged(const ModelSource& source) {
+  if (source.bytes) return true;
+  Result<FileIdentity> now = StatFile(source.path);
+  return now.ok() && *now == source.identity;
+}
+
+Status ChangedWhileLoading(const ModelSource& source, const std::string& where) {
+  return Unavailable(where + ": the model file '" + source.path + "' changed while it was being loaded");
+}
+
+// Creates the session from the verified cache entry for `key`, if there is
+// one: ORT gets the mapped optimized model's bytes directly (no copy, no
+// re-optimization), and the mapping stays with the session.
+bool OpenFromCache(SessionState& s, OptimizedModelCache& cache, const OptimizedModelKey& key) {
+  std::string why;
+  std::shared_ptr<MappedFile> mapped = cache.Find(key, &why);
+  if (!why.empty()) {
+    s.load.optimized_cache_note = why;
+    LogWarning("optimized-model cache: " + why + " for model '" + s.name + "'; it is loaded from its file");
+  }
+  if (!mapped) return false;
+  Ort::SessionOptions options = BaseOptions(s.ctx->policy());
+  options.SetGraphOptimizationLevel(ORT_DISABLE_ALL);  // optimized already
+  options.AddConfigEntry(kOrtSessionOptionsConfigUseORTModelBytesDirectly, "1");
+  options.AddConfigEntry(kOrtSessionOptionsConfigUseORTModelBytesForInitializers, "1");
+  try {
+    s.session = std::make_unique<Ort::Session>(s.ctx->env(), mapped->data(), mapped->size(), options);
+  } catch (const Ort::Exception& e) {
+    s.load.optimized_cache_note = std::string("ONNX Runtime refused the entry: ") + e.what();
+    LogWarning("optimized-model cache: " + s.load.optimized_cache_note + "; model '" + s.name +
+               "' is loaded from its file");
+    cache.Remove(key);
+    return false;
+  }
+  s.mapped_model = std::move(mapped);
+  s.load.from_optimized_cache = true;
+  return true;
+}
+
+// A first load through the cache: ORT optimizes the model and saves the
+// result in ORT format; that file becomes the entry, and the session is then
+// re-created from it, so that every CPU session of a model, first load or
+// not, runs the same optimized model from the same kind of memory. Leaves
+// s.session null when the model could not be loaded this way (the caller
+// then loads it plainly); returns an error only for out-of-memory and a
+// model file that changed.
+Status CreateAndCache(SessionState& s, OptimizedModelCache& cache, const OptimizedModelKey& key,
+                      const ModelSource& source, const std::string& where) {
+  const std::string temporary = cache.TemporaryPath(key);
+  Ort::SessionOptions options = BaseOptions(s.ctx->policy());
+  options.SetOptimizedModelFilePath(temporary.c_str());
+  options.AddConfigEntry(kOrtSessionOptionsConfigSaveModelFormat, "ORT");
+  std::unique_ptr<Ort::Session> fresh;
+  std::error_code ec;
+  try {
+    fresh = NewSession(s.ctx->env(), source, options);
+  } catch (const Ort::Exception& e) {
+    std::filesystem::remove(temporary, ec);
+    Status st = StatusFromOrt(e, where, "CPU memory");
+    if (st.code() == StatusCode::kResourceExhausted) return st;
+    s.load.optimized_cache_note = "could not be optimized into the cache: " + st.message();
+    cache.MarkUncacheable(key);  // a broken model fails again below, plainly; a model ORT cannot save loads
+    return Status::Ok();
+  }
+  if (!SourceUnchanged(source)) {
+    std::filesystem::remove(temporary, ec);
+    return ChangedWhileLoading(source, where);
+  }
+  if (Status st = cache.Commit(key, temporary); !st.ok()) {
+    s.load.optimized_cache_note = "not cached: " + st.message();
+    LogInfo("optimized-model cache: model '" + s.name + "' " + s.load.optimized_cache_note);
+    s.session = std::move(fresh);
+    return Status::Ok();
+  }
+  s.load.wrote_optimized_cache = true;
+  if (!OpenFromCache(s, cache, key)) {
+    cache.MarkUncacheable(key);  // ORT refused what it wrote: do not try again in this process
+    s.session = std::move(fresh);
+  }
+  return Status::Ok();
+}
+
+// The CPU session: through the optimized-model cache when there is one, else
+// (or when the cache cannot serve this model) straight from the source.
+Status CreateCpuSession(SessionState& s, const ModelSource& source, const SessionSpec& spec,
+                        const std::string& where) {
+  const MemoryPolicy& policy = s.ctx->policy();
+  if (OptimizedModelCache* cache = s.ctx->optimized_cache()) {
+    const OptimizedModelKey key{spec.model_sha256, GraphOptionsText(policy), Ort::GetVersionString(),
+                                CpuFeaturesHash()};
+    if (cache->IsUncacheable(key)) {
+      s.load.optimized_cache_note = "this model could not go through the cache earlier in this process";
+    } else if (!OpenFromCache(s, *cache, key)) {
+      EBB_RETURN_IF_ERROR(CreateAndCache(s, *cache, key, source, where));
+    }
+  } else {
+    s.load.optimized_cache_note = s.ctx->cache_problem();
+  }
+  if (s.session) return Status::Ok();
+  try {
+    s.session = NewSession(s.ctx->env(), source, BaseOptions(policy));
+  } catch (const Ort::Exception& e) {
+    return StatusFromOrt(e, where, "CPU memory");
+  }
+  return SourceUnchanged(source) ? Status::Ok() : ChangedWhileLoading(source, where);
+}
+
 }  // namespace
 
+GraphOptimizationLevel ToOrtLevel(GraphOptimization level) {
+  switch (level) {
+    case GraphOptimization::kDisabled: return ORT_DISABLE_ALL;
+    case GraphOptimization::kBasic: return ORT_ENABLE_BASIC;
+    case GraphOptimization::kExtended: return ORT_ENABLE_EXTENDED;
+    case GraphOptimization::kAll: return ORT_ENABLE_ALL;
+  }
+  return ORT_ENABLE_EXTENDED;
+}
+
+std::string GraphOptionsText(const MemoryPolicy& policy) {
+  return std::string("graph_optimization=") + GraphOptimizationName(policy.graph_optimization);
+}
+
 Result<std::unique_ptr<SessionState>> BuildSession(const std::shared_ptr<RuntimeContext>& ctx,
-                                                   const std::string& bytes, const SessionSpec& spec) {
+                                                   const ModelSource& source, const SessionSpec& spec) {
+  const auto start = std::chrono::steady_clock::now();
   auto s = std::make_unique<SessionState>();
   s->ctx = ctx;
   s->name = spec.name;
@@ -149,7 +281,7 @@ Result<std::unique_ptr<SessionState>> BuildSession(const std::shared_ptr<Runtime
       }
       if (reason.empty()) {
         try {
-          s->session = std::make_unique<Ort::Session>(ctx->env(), bytes.data(), bytes.size(), options);
+          s->session = NewSession(ctx->env(), source, options);
           s->device = {DeviceKind::kCuda, index, "CUDAExecutionProvider", ""};
         } catch (const Ort::Exception& e) {
           reason = e.what();
@@ -172,12 +304,12 @@ Result<std::unique_ptr<SessionState>> BuildSession(const std::shared_ptr<Runtime
     }
   }
   if (!s->session) {
-    try {
-      s->session = std::make_unique<Ort::Session>(ctx->env(), bytes.data(), bytes.size(), BaseOptions(policy));
-    } catch (const Ort::Exception& e) {
-      return StatusFromOrt(e, where, "CPU memory");
-    }
+    EBB_RETURN_IF_ERROR(CreateCpuSession(*s, source, spec, where));
+  } else if (!SourceUnchanged(source)) {
+    return ChangedWhileLoading(source, where);
   }
+  s->load.milliseconds =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   try {
     EBB_RETURN_IF_ERROR(FillSignature(*s));
   } catch (const Ort::Exception& e) {

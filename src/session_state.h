@@ -12,6 +12,7 @@
 
 #include "arena_gate.h"
 #include "ebb/session.h"
+#include "model_file.h"
 #include "ort_context.h"
 
 namespace ebb::detail {
@@ -47,8 +48,20 @@ struct OwnArena {
 };
 
 struct SessionState {
+  SessionState() = default;
+  // Destroys the ORT session, unmaps its model, and gives the freed heap back
+  // to the OS (an unload or eviction returns memory, not only ORT's counters).
+  ~SessionState();
+  SessionState(const SessionState&) = delete;
+  SessionState& operator=(const SessionState&) = delete;
+
   std::shared_ptr<RuntimeContext> ctx;
+  // The optimized model the session was created from, when it came from the
+  // optimized-model cache: ORT's weights point into this mapping, so it must
+  // outlive `session`.
+  std::shared_ptr<MappedFile> mapped_model;
   std::unique_ptr<Ort::Session> session;
+  LoadRecord load;
   std::string name;
   std::string source_path;
   ResolvedDevice device;

@@ -15,6 +15,27 @@ TEST(MemoryPolicyTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_FALSE(p.strict_device);
   EXPECT_FALSE(p.memory_pattern);
   EXPECT_TRUE(p.trim_heap_after_release);
+  EXPECT_EQ(p.graph_optimization, GraphOptimization::kExtended);
+  EXPECT_TRUE(p.optimized_model_cache.enabled);
+  EXPECT_EQ(p.optimized_model_cache.dir, "");
+  EXPECT_EQ(p.optimized_model_cache.max_bytes, uint64_t{2} << 30);
+}
+
+TEST(MemoryPolicyTest, ParsesTheGraphOptimizationLevelAndTheOptimizedModelCache) {
+  for (const char* level : {"all", "extended", "basic", "disabled"}) {
+    auto p = ParseMemoryPolicy(std::string(R"({"graph_optimization": ")") + level + "\"}");
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    EXPECT_STREQ(GraphOptimizationName(p->graph_optimization), level);
+  }
+  auto p = ParseMemoryPolicy(
+      R"({"optimized_model_cache": {"enabled": false, "dir": "/var/cache/x", "max_bytes": 5000000000}})");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_FALSE(p->optimized_model_cache.enabled);
+  EXPECT_EQ(p->optimized_model_cache.dir, "/var/cache/x");
+  EXPECT_EQ(p->optimized_model_cache.max_bytes, 5000000000u);
+  auto again = ParseMemoryPolicy(MemoryPolicyToJson(*p));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(MemoryPolicyToJson(*again), MemoryPolicyToJson(*p));
 }
 
 TEST(MemoryPolicyTest, EmptyObjectKeepsDefaults) {
@@ -62,6 +83,9 @@ TEST(MemoryPolicyTest, RejectsTyposAndBadValuesWithTheirPath) {
                         Case{R"({"cpu": {"arena_settings": {"max_bytes": -1}}})", "policy.cpu.arena_settings.max_bytes"},
                         Case{R"({"cuda": {"conv_use_max_workspace": 1}})", "true or false"},
                         Case{R"({"cpu": []})", "policy.cpu must be a JSON object"},
+                        Case{R"({"graph_optimization": "max"})", "all, extended, basic, disabled"},
+                        Case{R"({"optimized_model_cache": {"dir": 3}})", "policy.optimized_model_cache.dir must be a string"},
+                        Case{R"({"optimized_model_cache": {"size": 3}})", "policy.optimized_model_cache.size"},
                         Case{"{not json", "not valid JSON"}}) {
     auto p = ParseMemoryPolicy(c.json);
     ASSERT_FALSE(p.ok()) << c.json;

@@ -4,12 +4,23 @@
 Run with Debian's interpreter (python3-onnx 1.12, python3-numpy):
 
     /usr/bin/python3 tools/make_test_models.py --out models
+    /usr/bin/python3 tools/make_test_models.py --conv-mb 10,100,300 --out build/generated_models
 
 Writes (deterministically, fixed seed):
   OUT/convnet/model.onnx  x f32[N,3,H,W] -> 4x Conv3x3 (+Relu) -> y f32[N,3,H,W]
   OUT/tiny/model.onnx     x f32[1,64] -> MatMul(64x64) -> Add -> Relu -> y f32[1,64]
   OUT/mixed/model.onnx    a f32, b i64, c u8, flag bool (all [N,4]) ->
                           sum f32, b2 i64, nflag bool, d f64 (all [N,4])
+  OUT/twochannel/model.onnx  1x1 conv on 2-channel images (error tests)
+
+With --conv-mb, instead: FP32 conv models of about that many MB of weights each,
+for memory footprint tests and benchmarks (not committed; the build writes them):
+  OUT/conv_<N>mb/model.onnx  x f32[N,3,H,W] (H, W multiples of 8) -> Conv3x3 3->4
+      -> SpaceToDepth(8) -> L x (Conv3x3 256->256 + Relu) -> DepthToSpace(8)
+      -> Conv3x3 4->3 -> y f32[N,3,H,W]
+  The weights are random (memory does not depend on their values); the 256-channel
+  convs run at 1/8 of the input side, so a 64x64 input is cheap to run while
+  every weight byte is used.
 
 opset 17, ir_version 8 (accepted by ONNX Runtime 1.29).
 """
@@ -27,7 +38,7 @@ IR_VERSION = 8
 SEED = 20240601
 
 
-def finish(graph, name):
+def finish(graph, name, full_check=True):
     model = helper.make_model(
         graph,
         producer_name="ebb-make_test_models",
@@ -36,7 +47,8 @@ def finish(graph, name):
     )
     model.ir_version = IR_VERSION
     model.doc_string = name
-    onnx.checker.check_model(model, full_check=True)
+    if full_check:
+        onnx.checker.check_model(model, full_check=True)
     return model
 
 
@@ -131,6 +143,45 @@ def make_twochannel(rng):
     return finish(graph, "1x1 conv on 2-channel images")
 
 
+CONV_CHANNELS = 256
+CONV_BLOCK = 8  # SpaceToDepth block: 4 channels * 8 * 8 = 256
+
+
+def make_conv_weights_model(megabytes, rng):
+    """About `megabytes` MB (10^6 bytes) of FP32 conv weights; see the module doc."""
+    c = CONV_CHANNELS
+    per_layer = 4 * (c * c * 9 + c)
+    layers = max(1, int(round(megabytes * 1e6 / per_layer)))
+    nodes, inits = [], []
+
+    def conv(name, inp, out, cin, cout):
+        fan_in = cin * 9
+        w = rng.standard_normal((cout, cin, 3, 3), dtype=np.float32) * np.float32(np.sqrt(2.0 / fan_in))
+        b = np.zeros((cout,), dtype=np.float32)
+        inits.extend([numpy_helper.from_array(w, name + ".w"), numpy_helper.from_array(b, name + ".b")])
+        nodes.append(helper.make_node("Conv", [inp, name + ".w", name + ".b"], [out], name=name,
+                                      kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+
+    conv("stem", "x", "stem", 3, c // (CONV_BLOCK * CONV_BLOCK))
+    nodes.append(helper.make_node("SpaceToDepth", ["stem"], ["s2d"], name="s2d", blocksize=CONV_BLOCK))
+    prev = "s2d"
+    for i in range(layers):
+        conv("conv%d" % i, prev, "conv%d" % i, c, c)
+        nodes.append(helper.make_node("Relu", ["conv%d" % i], ["relu%d" % i], name="relu%d" % i))
+        prev = "relu%d" % i
+    nodes.append(helper.make_node("DepthToSpace", [prev], ["d2s"], name="d2s", blocksize=CONV_BLOCK, mode="DCR"))
+    conv("head", "d2s", "y", c // (CONV_BLOCK * CONV_BLOCK), 3)
+    graph = helper.make_graph(
+        nodes, "conv_%dmb" % megabytes,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, "H", "W"])],
+        initializer=inits,
+    )
+    # Checked by write() from the file: a full in-memory check of hundreds of MB is slow.
+    return finish(graph, "%d convs of %dx%d 3x3 (random weights, about %d MB)" % (layers, c, c, megabytes),
+                  full_check=False)
+
+
 def write(model, out_dir, name):
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
@@ -140,15 +191,22 @@ def write(model, out_dir, name):
     with open(tmp, "wb") as f:
         f.write(data)
     os.replace(tmp, path)
-    onnx.checker.check_model(path)
+    onnx.checker.check_model(path)  # by path: also for models over the 2 GB protobuf limit
     print("make_test_models: wrote %s (%d bytes)" % (path, len(data)))
 
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="output directory (e.g. models)")
+    ap.add_argument("--conv-mb", help="comma-separated weight sizes in MB: write only conv_<N>mb models")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(SEED)
+    if args.conv_mb:
+        for mb in (int(v) for v in args.conv_mb.split(",")):
+            if mb <= 0 or mb > 1500:
+                ap.error("--conv-mb values must be in 1..1500")
+            write(make_conv_weights_model(mb, np.random.default_rng(SEED + mb)), args.out, "conv_%dmb" % mb)
+        return 0
     write(make_convnet(rng), args.out, "convnet")
     write(make_tiny(rng), args.out, "tiny")
     write(make_mixed(), args.out, "mixed")

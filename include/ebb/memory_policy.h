@@ -44,6 +44,31 @@ enum class CpuArenaMode {
 
 enum class ConvAlgoSearch { kExhaustive, kHeuristic, kDefault };
 
+// ONNX Runtime's graph optimization level: how much ORT rewrites a model when
+// it loads it. A trade of load time and (for some models) idle memory for run
+// speed; docs/memory-policy.md has the measured figures.
+enum class GraphOptimization {
+  kDisabled,  // no rewriting: the graph as written
+  kBasic,     // constant folding, redundant node elimination
+  kExtended,  // + fusions (Conv+activation, attention, GELU, ...)
+  kAll,       // + layout transforms: on x86, NCHWc blocked convolutions, whose
+              //   weights are reordered (and on some models stored twice)
+};
+
+// The on-disk cache of optimized models (see docs/memory-policy.md): a model
+// loaded once is optimized once; later loads, in this process or another, map
+// the optimized model and start in a fraction of the time. CPU sessions only.
+struct OptimizedModelCachePolicy {
+  bool enabled = true;
+  // The folder. Empty: $EBB_CACHE_DIR, else $XDG_CACHE_HOME/ebb/optimized-models,
+  // else $HOME/.cache/ebb/optimized-models (created with mode 0700).
+  std::string dir;
+  // Bound on the folder's size; least recently used entries are removed past
+  // it. 2 GiB holds several large models (an entry is about the size of the
+  // model's weights, twice that for some models at level `all`).
+  uint64_t max_bytes = uint64_t{2} << 30;
+};
+
 // Settings of one BFC arena (ORT's OrtArenaCfg).
 struct ArenaPolicy {
   // Same-as-requested, so that a release can free every region (with
@@ -104,8 +129,18 @@ struct MemoryPolicy {
   // run created, so the arena holds both (measured: 288 MiB -> 576 MiB for a
   // 1536x1536 convnet run). Off by default: the arena then reuses its regions.
   bool memory_pattern = false;
-  // Threads per session for one operator (0 = ORT's default: one per core).
+  // Threads that run one operator, in ONE pool shared by every session of the
+  // runtime (ORT's global thread pool; 0 = ORT's default, one per physical
+  // core). Shared rather than per session: a loaded model then costs no threads
+  // or stacks of its own. The first Runtime of the process sets the pool.
   int intra_op_threads = 0;
+  // ORT's graph optimization level for every session. `extended` by default,
+  // by measurement (docs/memory-policy.md): an idle model then costs 1.0-1.1x
+  // its weights on every model measured, while `all` doubled that on a real
+  // 88 MB background-removal model (NCHWc weights) for 10-25% faster runs
+  // (and ~3x slower first loads, paid once with the optimized-model cache).
+  GraphOptimization graph_optimization = GraphOptimization::kExtended;
+  OptimizedModelCachePolicy optimized_model_cache;
 };
 
 // Parses a policy from JSON text; absent fields keep their defaults.
@@ -117,5 +152,7 @@ std::string MemoryPolicyToJson(const MemoryPolicy& policy);
 
 const char* ReleaseModeName(ReleaseMode mode);
 std::optional<ReleaseMode> ParseReleaseMode(std::string_view name);
+const char* GraphOptimizationName(GraphOptimization level);  // "all", "extended", "basic", "disabled"
+std::optional<GraphOptimization> ParseGraphOptimization(std::string_view name);
 
 }  // namespace ebb

@@ -36,6 +36,7 @@ namespace ebb {
 
 namespace detail {
 class RuntimeContext;
+struct ModelSource;
 }  // namespace detail
 
 struct LoadOptions {
@@ -53,9 +54,14 @@ class Runtime {
 
   const MemoryPolicy& policy() const;
 
-  // Loads (or returns the cached) session for the model file.
+  // Loads (or returns the cached) session for the model file. The file is
+  // hashed (SHA-256, streamed) and read by ONNX Runtime; ebb keeps no copy of
+  // it. CPU sessions go through the optimized-model cache (MemoryPolicy::
+  // optimized_model_cache): a model loaded before starts from its cached
+  // optimized form. The heap a load leaves behind is trimmed before returning.
   // Errors: kNotFound (no such file), kInvalidArgument (not a valid model),
-  // kUnavailable (strict device that cannot be used), kResourceExhausted.
+  // kUnavailable (strict device that cannot be used; the file kept changing
+  // while it was read), kResourceExhausted.
   Result<std::shared_ptr<Session>> Load(const std::string& model_path, const LoadOptions& options = {});
   // Same, for model bytes already in memory.
   Result<std::shared_ptr<Session>> LoadFromBytes(const std::string& bytes, const LoadOptions& options);
@@ -81,8 +87,8 @@ class Runtime {
 
  private:
   explicit Runtime(std::shared_ptr<detail::RuntimeContext> ctx);
-  Result<std::shared_ptr<Session>> LoadBytes(const std::string& bytes, const std::string& path,
-                                             const LoadOptions& options);
+  Result<std::shared_ptr<Session>> LoadSource(const detail::ModelSource& source, const std::string& sha256,
+                                              const LoadOptions& options);
 
   std::shared_ptr<detail::RuntimeContext> ctx_;
   std::shared_ptr<SessionCache> cache_;

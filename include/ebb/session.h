@@ -65,6 +65,14 @@ struct RunRecord {
 
 using RunObserver = std::function<void(const RunRecord&)>;
 
+// How a session was created (Session::load_record()).
+struct LoadRecord {
+  double milliseconds = 0;          // session creation, hashing excluded
+  bool from_optimized_cache = false;  // mapped from the optimized-model cache
+  bool wrote_optimized_cache = false; // this load added the cache entry
+  std::string optimized_cache_note;   // why the cache was not used, or an entry was rejected ("" otherwise)
+};
+
 struct RunFlags {
   // Whether this run is the last of the caller's operation. A single call is a
   // whole operation, hence the default.
@@ -104,6 +112,10 @@ class Session {
   // Whether runs of this session and of `other` allocate from a common arena
   // (the shared CPU arena, or being the same session).
   bool SharesArenaWith(const Session& other) const;
+
+  // How the session was created: time, and whether the optimized-model cache
+  // served it (see MemoryPolicy::optimized_model_cache).
+  const LoadRecord& load_record() const;
 
   // Runs started so far and runs that carried a release request.
   uint64_t run_count() const;

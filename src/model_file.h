@@ -1,0 +1,72 @@
+// Internal: reading model files without keeping a copy of them. A model is
+// identified by the SHA-256 of its bytes, hashed while streaming the file in
+// chunks (nothing of the file stays in memory), and loaded by ONNX Runtime
+// from its path; FileIdentity tells whether the file changed in between.
+// MappedFile maps a file read-only for as long as something uses its bytes
+// (the optimized-model cache: a session's weights point into the mapping).
+//
+// Thread safety: free functions are reentrant; a MappedFile is immutable.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ebb/status.h"
+
+namespace ebb::detail {
+
+// What tells one version of a file from another without reading it. ctime
+// cannot be set by users and changes with every write, so a file with the
+// same identity has not been written since (see Sha256OfFile's memo).
+struct FileIdentity {
+  uint64_t device = 0;
+  uint64_t inode = 0;
+  int64_t size = 0;
+  int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
+  bool operator==(const FileIdentity&) const = default;
+};
+
+// The identity of the file at `path`. Errors: kNotFound, kInvalidArgument
+// (not a regular file).
+Result<FileIdentity> StatFile(const std::string& path);
+
+// Hex SHA-256 of bytes in memory.
+std::string Sha256Hex(const void* data, size_t size);
+
+// Hex SHA-256 of the file at `path`, read in 1 MiB chunks, and the identity of
+// what was read (taken from the open file, so a rename in between is seen).
+// Re-loads skip the reading: the process remembers the hashes of files whose
+// last change (ctime) was over 2 s before they were hashed, by identity; a
+// later write changes the ctime (the 2 s cover coarse file system clocks), so
+// a remembered hash is never stale. At most 1024 are remembered.
+// Errors: kNotFound, kInvalidArgument (not a regular file, empty), kInternal
+// (read error).
+Result<std::string> Sha256OfFile(const std::string& path, FileIdentity* identity);
+
+// A file mapped read-only and private, its pages faulted in at once
+// (MAP_POPULATE) so that the RSS after a load is already the steady state.
+// The mapping lives as long as the object. Writing the file in place while it
+// is mapped changes what the mapping shows; truncating it makes reads past the
+// new end fault (SIGBUS): only map files nobody edits in place.
+class MappedFile {
+ public:
+  static Result<std::shared_ptr<MappedFile>> Open(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const void* data() const { return data_; }
+  size_t size() const { return size_; }
+  const FileIdentity& identity() const { return identity_; }
+
+ private:
+  MappedFile(void* data, size_t size, FileIdentity identity) : data_(data), size_(size), identity_(identity) {}
+  void* data_;
+  size_t size_;
+  FileIdentity identity_;
+};
+
+}  // namespace ebb::detail

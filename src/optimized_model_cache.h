@@ -1,0 +1,114 @@
+// Internal: the on-disk cache of optimized models, which makes a re-load
+// ("switch-in") of a model cost a fraction of its first load.
+//
+// On a first load ONNX Runtime optimizes the graph (at the policy's level) and
+// saves the result in its own flatbuffer format (.ort). Later loads map that
+// file read-only and hand ORT its bytes directly: no parsing of the ONNX
+// protobuf, no graph optimization, no copy of the weights (they stay in the
+// mapping, as file-backed pages the kernel may drop and re-read).
+//
+// An entry is two files in the cache folder, named by the entry id (a hash
+// of its key):
+//   <id>.ort   the optimized model
+//   <id>.json  its header: the key it was made for, its size, its XXH3-64
+// The key: the model's SHA-256, the options that shape the optimized graph
+// (the optimization level), the ORT version, and the CPU features (ORT warns
+// that an `all`-level model holds layouts chosen for this CPU).
+//
+// Safety: an entry is used only if its header parses, names exactly this key,
+// and the .ort file has the recorded size and checksum (checked over the very
+// bytes ORT is given). A missing, foreign, stale, truncated or corrupt entry is
+// a miss: it is removed, the model loads from its original file, and a fresh
+// entry replaces it. Files are written under temporary names and renamed into
+// place, so readers never see a partial entry. The folder is bounded: after
+// each write, the least recently used entries (header mtime, touched on every
+// use) are removed until the total fits max_bytes. Entries are never edited
+// in place: a mapped entry that is replaced or removed stays valid for the
+// sessions that map it.
+//
+// Thread safety: all methods may be called concurrently, from several
+// processes too (each writer uses its own temporary names).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "ebb/memory_policy.h"
+#include "model_file.h"
+
+namespace ebb::detail {
+
+struct OptimizedModelKey {
+  std::string model_sha256;
+  std::string options;       // canonical text of what shapes the optimized graph
+  std::string ort_version;
+  std::string cpu_features;  // hash of the CPU's feature flags
+
+  // 32 hex characters: the file name of the entry.
+  std::string Id() const;
+};
+
+// A short hash of this CPU's feature flags (/proc/cpuinfo "flags" on x86,
+// "Features" on Arm, with the vendor); empty when they cannot be read.
+const std::string& CpuFeaturesHash();
+
+class OptimizedModelCache {
+ public:
+  // The cache folder a policy names: its `dir`, else $EBB_CACHE_DIR, else
+  // $XDG_CACHE_HOME/ebb/optimized-models, else $HOME/.cache/ebb/optimized-models.
+  // Empty when none applies.
+  static std::string FolderFor(const OptimizedModelCachePolicy& policy);
+
+  // The cache in `folder` (created, mode 0700, if missing), or an error saying
+  // why it cannot be used (then loads simply do without it).
+  static Result<std::unique_ptr<OptimizedModelCache>> Open(const std::string& folder, uint64_t max_bytes);
+
+  const std::string& folder() const { return folder_; }
+  uint64_t max_bytes() const { return max_bytes_; }
+
+  // The verified entry for `key`, mapped, or nullptr on a miss. A bad entry is
+  // removed; `why` (optional) says what was wrong ("" for a plain miss).
+  std::shared_ptr<MappedFile> Find(const OptimizedModelKey& key, std::string* why = nullptr);
+
+  // A fresh temporary path in the folder where ORT may write the optimized
+  // model for `key`; pass it to Commit, or remove it.
+  std::string TemporaryPath(const OptimizedModelKey& key);
+
+  // Turns the file ORT wrote at `temporary` into the entry for `key`
+  // (checksum, header, renames), then trims the folder to max_bytes. The
+  // temporary file is gone afterwards either way. An entry larger than
+  // max_bytes is not kept (kResourceExhausted).
+  Status Commit(const OptimizedModelKey& key, const std::string& temporary);
+
+  // Removes the entry for `key` (both files), if any.
+  void Remove(const OptimizedModelKey& key);
+
+  // Models that cannot go through the cache (ORT could not save them, or
+  // refused the entry it wrote): remembered for the life of the process, so
+  // later loads do not pay for another attempt.
+  void MarkUncacheable(const OptimizedModelKey& key);
+  bool IsUncacheable(const OptimizedModelKey& key) const;
+
+  // Bytes of all entries now in the folder.
+  uint64_t TotalBytes() const;
+
+ private:
+  OptimizedModelCache(std::string folder, uint64_t max_bytes) : folder_(std::move(folder)), max_bytes_(max_bytes) {}
+  std::string PathOf(const std::string& id, const char* extension) const;
+  // Removes least recently used entries until the folder fits max_bytes;
+  // never the entry `keep`. Also removes temporary files left by writers
+  // that died (older than an hour).
+  void Trim(const std::string& keep);
+
+  const std::string folder_;
+  const uint64_t max_bytes_;
+  std::mutex trim_mu_;  // one trim at a time in this process
+  mutable std::mutex uncacheable_mu_;
+  std::set<std::string> uncacheable_;  // entry ids; guarded by uncacheable_mu_
+};
+
+}  // namespace ebb::detail
