@@ -6,10 +6,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "bench.h"
 #include "commands.h"
+#include "ebb/model_config.h"
 
 namespace ebb::cli {
 namespace {
@@ -86,20 +88,29 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--repository", serve.repository, "model repository folder")->capture_default_str();
   serve_cmd->add_option("--host", serve.http.host, "address to listen on")->capture_default_str();
   serve_cmd->add_option("--port", serve.http.port, "port (0 = any free port)")->capture_default_str();
-  serve_cmd->add_option("--workers", serve.service.workers, "inferences running at once")->capture_default_str();
-  serve_cmd->add_option("--queue", serve.service.queue, "inferences waiting before 503")->capture_default_str();
+  serve_cmd->add_option("--workers", serve.service.workers, "inferences running at once")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  serve_cmd->add_option("--queue", serve.service.queue, "inferences waiting before 503")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
   serve_cmd->add_option("--http-threads", serve.http.threads, "connection threads")->capture_default_str();
   serve_cmd->add_option("--max-body-bytes", serve.http.max_body_bytes, "request body limit")->capture_default_str();
   serve_cmd->add_option("--memory-budget", serve.pool.cpu_budget_bytes,
                         "CPU memory budget for loaded models in bytes (0 = --budget-fraction of RAM)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   serve_cmd->add_option("--budget-fraction", serve.pool.cpu_budget_fraction, "CPU budget as a fraction of RAM")
+      ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
-  serve_cmd->add_option("--cuda-memory-budget", serve.pool.cuda_budget_bytes, "budget per GPU in bytes (0 = 90%)");
+  serve_cmd->add_option("--cuda-memory-budget", serve.pool.cuda_budget_bytes, "budget per GPU in bytes (0 = 90%)")
+      ->check(CLI::NonNegativeNumber);
   int64_t wait_ms = 0;
-  serve_cmd->add_option("--wait-for-capacity-ms", wait_ms, "wait this long for memory before answering 503");
+  serve_cmd->add_option("--wait-for-capacity-ms", wait_ms, "wait this long for memory before answering 503")
+      ->check(CLI::Range(int64_t{0}, ebb::kMaxWaitForCapacityMs));
   serve_cmd->add_option("--keep-alive-ms", serve.pool.default_keep_alive_ms,
                         "default keep_alive: unload after this idle time (0 = after each request, -1 = never)")
+      ->check(CLI::Range(std::numeric_limits<int64_t>::min(), ebb::kMaxKeepAliveMs))
       ->capture_default_str();
   serve_cmd->add_flag("!--no-load", serve.load_all, "do not load the models at start-up");
   serve_cmd->add_flag("!--no-load-on-demand", serve.load_on_demand, "answer 503 for models not loaded");
