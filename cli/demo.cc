@@ -8,7 +8,7 @@ namespace ebb::cli {
 namespace {
 
 void PrintReading(const char* when, const MemoryReading& r) {
-  const ArenaStats* shared = r.Find("cpu:shared");
+  const std::optional<ArenaStats> shared = r.Find("cpu:shared");
   std::printf("  %-34s arena reserved %8.1f MiB   in use %8.1f MiB   RSS %8.1f MiB\n", when,
               shared ? static_cast<double>(shared->reserved) / (1 << 20) : 0.0,
               shared ? static_cast<double>(shared->in_use) / (1 << 20) : 0.0,

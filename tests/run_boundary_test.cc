@@ -32,8 +32,8 @@ class RunBoundaryTest : public ::testing::Test {
 
   ArenaStats Shared() const {
     MemoryReading r = runtime_->ReadMemory();
-    const ArenaStats* a = r.Find("cpu:shared");
-    EXPECT_NE(a, nullptr);
+    const std::optional<ArenaStats> a = r.Find("cpu:shared");
+    EXPECT_TRUE(a.has_value());
     return a ? *a : ArenaStats{};
   }
 
