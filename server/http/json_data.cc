@@ -83,18 +83,27 @@ struct Token {
   enum class Kind { kNumber, kTrue, kFalse, kNull, kString, kObject };
   Kind kind = Kind::kNull;
   std::string_view text;  // the number or string as written (quotes included); empty for an object
-  bool integral = true;   // a number without fraction or exponent
+  double value = 0;       // a number's value, correctly rounded, when value_ok
+  bool value_ok = false;  // false: beyond the double range (1e400, 1e-400)
+
+  // A number without fraction or exponent.
+  bool integral() const { return text.find_first_of(".eE") == std::string_view::npos; }
 };
 
 // A number token as a double, correctly rounded; false unless it is a finite number. A magnitude
 // beyond the double range (1e400) is refused; one below it (1e-400) rounds to zero.
-bool NumberToDouble(const Token& t, double* out) {
-  const char* first = t.text.data();
-  const char* last = first + t.text.size();
-  const auto [ptr, ec] = std::from_chars(first, last, *out);
-  if (ec == std::errc() && ptr == last) return true;
-  if (ec != std::errc::result_out_of_range) return false;
-  // Out of range: strtod tells overflow (HUGE_VAL) from underflow (zero or subnormal).
+bool NumberOutOfRange(const Token& t, double* out);
+
+inline bool NumberToDouble(const Token& t, double* out) {
+  if (t.value_ok) [[likely]] {
+    *out = t.value;
+    return true;
+  }
+  return NumberOutOfRange(t, out);
+}
+
+bool NumberOutOfRange(const Token& t, double* out) {
+  // strtod tells overflow (HUGE_VAL) from underflow (zero or subnormal).
   const std::string copy(t.text);
   *out = std::strtod(copy.c_str(), nullptr);
   return std::isfinite(*out);
@@ -129,7 +138,7 @@ struct IntegerDecoder {
     if (t.kind != Token::Kind::kNumber) return false;
     const char* first = t.text.data();
     const char* last = first + t.text.size();
-    if (t.integral) {
+    if (t.integral()) {
       using Wide = std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>;
       Wide wide = 0;
       if (std::is_unsigned_v<T> && *first == '-') {  // only -0 is in range
@@ -153,7 +162,7 @@ struct IntegerDecoder {
 };
 
 // Any JSON number, or null for NaN.
-bool TokenToDouble(const Token& t, double* out) {
+inline bool TokenToDouble(const Token& t, double* out) {
   if (t.kind == Token::Kind::kNull) {
     *out = std::numeric_limits<double>::quiet_NaN();
     return true;
@@ -251,114 +260,116 @@ class Scanner {
                            std::to_string(body_offset_ + static_cast<size_t>(p_ - begin_)) + " of the body");
   }
   void SkipSpace() {
-    while (p_ < end_ && IsSpace(*p_)) ++p_;
+    const char* p = p_;
+    while (p < end_ && IsSpace(*p)) ++p;
+    p_ = p;
   }
   bool Literal(std::string_view word) {
     if (static_cast<size_t>(end_ - p_) < word.size() || std::memcmp(p_, word.data(), word.size()) != 0) return false;
     p_ += word.size();
     return true;
   }
-  bool Digits() {
-    const char* start = p_;
-    while (p_ < end_ && IsDigit(*p_)) ++p_;
-    return p_ > start;
+  // These return false after recording a syntax error in error_ (no Status on the hot path).
+  bool Fail(const char* what) {
+    error_ = SyntaxError(what);
+    return false;
   }
-  Status Number(Token* t);
-  Status String(Token* t);
-  Status SkipObject();
-  Status Element(Token* t, bool objects_are_elements);
+  bool Number(Token* t);
+  bool String(Token* t);
+  bool SkipObject();
+  bool Element(Token* t, bool objects_are_elements);
 
   const char* begin_;
   const char* p_;
   const char* end_;
   const char* bad_ = nullptr;
+  Status error_;
   std::string_view label_;
   size_t body_offset_;
 };
 
-// -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
-Status Scanner::Number(Token* t) {
-  const char* start = p_;
+// -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, read by std::from_chars (this is the hot loop): it
+// finds the end and the value at once. What it accepts beyond JSON's grammar ("-inf", "01", "1.",
+// "1.e5") is refused by looking at the integer part first; it stops before an exponent without
+// digits, which then fails as a missing ','.
+bool Scanner::Number(Token* t) {
+  const char* const start = p_;
+  const char* q = start + (*start == '-');
+  if (q >= end_ || !IsDigit(*q)) return Fail("a number needs digits");
+  if (*q == '0') {
+    if (++q < end_ && IsDigit(*q)) return Fail("a number has a leading zero");
+  } else {
+    while (q < end_ && IsDigit(*q)) ++q;
+  }
+  if (q < end_ && *q == '.' && !(q + 1 < end_ && IsDigit(q[1]))) {
+    p_ = q + 1;
+    return Fail("a number needs digits after '.'");
+  }
+  const auto [ptr, ec] = std::from_chars(start, end_, t->value);
+  p_ = ptr;
   t->kind = Token::Kind::kNumber;
-  t->integral = true;
-  if (*p_ == '-') ++p_;
-  if (p_ < end_ && *p_ == '0') {
-    ++p_;
-  } else if (!Digits()) {
-    return SyntaxError("a number needs digits");
-  }
-  if (p_ < end_ && *p_ == '.') {
-    ++p_;
-    t->integral = false;
-    if (!Digits()) return SyntaxError("a number needs digits after '.'");
-  }
-  if (p_ < end_ && (*p_ == 'e' || *p_ == 'E')) {
-    ++p_;
-    t->integral = false;
-    if (p_ < end_ && (*p_ == '+' || *p_ == '-')) ++p_;
-    if (!Digits()) return SyntaxError("a number needs digits in its exponent");
-  }
-  t->text = std::string_view(start, static_cast<size_t>(p_ - start));
-  return Status::Ok();
+  t->text = std::string_view(start, static_cast<size_t>(ptr - start));
+  t->value_ok = ec == std::errc();
+  return true;
 }
 
 // A string's extent: escapes are stepped over, not decoded (a datatype of strings decodes them).
-Status Scanner::String(Token* t) {
+bool Scanner::String(Token* t) {
   const char* start = p_++;
   while (p_ < end_ && *p_ != '"') {
-    if (static_cast<unsigned char>(*p_) < 0x20) return SyntaxError("a control character in a string");
+    if (static_cast<unsigned char>(*p_) < 0x20) return Fail("a control character in a string");
     if (*p_ == '\\' && end_ - p_ < 2) break;
     p_ += *p_ == '\\' ? 2 : 1;
   }
-  if (p_ >= end_) return SyntaxError("a string is not closed");
+  if (p_ >= end_) return Fail("a string is not closed");
   ++p_;
   t->kind = Token::Kind::kString;
   t->text = std::string_view(start, static_cast<size_t>(p_ - start));
-  return Status::Ok();
+  return true;
 }
 
 // Steps over an object by its brackets and strings, up to kMaxDataDepth deep.
-Status Scanner::SkipObject() {
+bool Scanner::SkipObject() {
   int depth = 0;
   while (p_ < end_) {
     const char c = *p_;
     if (c == '"') {
       Token ignored;
-      EBB_RETURN_IF_ERROR(String(&ignored));
+      if (!String(&ignored)) return false;
       continue;
     }
     ++p_;
     if (c == '{' || c == '[') {
-      if (++depth > kMaxDataDepth) return SyntaxError("nested too deep");
+      if (++depth > kMaxDataDepth) return Fail("nested too deep");
     } else if ((c == '}' || c == ']') && --depth == 0) {
-      return Status::Ok();
+      return true;
     }
   }
-  return SyntaxError("an object is not closed");
+  return Fail("an object is not closed");
 }
 
-Status Scanner::Element(Token* t, bool objects_are_elements) {
+bool Scanner::Element(Token* t, bool objects_are_elements) {
+  if (*p_ == '-' || IsDigit(*p_)) [[likely]] return Number(t);
   switch (*p_) {
     case '"': return String(t);
     case 't':
-      if (!Literal("true")) return SyntaxError("unexpected character");
+      if (!Literal("true")) return Fail("unexpected character");
       t->kind = Token::Kind::kTrue;
-      return Status::Ok();
+      return true;
     case 'f':
-      if (!Literal("false")) return SyntaxError("unexpected character");
+      if (!Literal("false")) return Fail("unexpected character");
       t->kind = Token::Kind::kFalse;
-      return Status::Ok();
+      return true;
     case 'n':
-      if (!Literal("null")) return SyntaxError("unexpected character");
+      if (!Literal("null")) return Fail("unexpected character");
       t->kind = Token::Kind::kNull;
-      return Status::Ok();
+      return true;
     case '{':
       t->kind = Token::Kind::kObject;
       t->text = {};
-      return objects_are_elements ? SkipObject() : Status::Ok();
+      return !objects_are_elements || SkipObject();
     default:
-      if (*p_ == '-' || IsDigit(*p_)) return Number(t);
-      return SyntaxError("unexpected character");
+      return Fail("unexpected character");
   }
 }
 
@@ -399,7 +410,7 @@ Status Scanner::Scan(Sink& sink, bool objects_are_elements, size_t* close) {
     }
     const char* start = p_;
     Token token;
-    EBB_RETURN_IF_ERROR(Element(&token, objects_are_elements));
+    if (!Element(&token, objects_are_elements)) return error_;
     // An object that was not stepped over cannot be scanned past: it is a bad element for every
     // datatype, wherever it is.
     if ((token.kind == Token::Kind::kObject && !objects_are_elements) || !sink.Put(token)) {
