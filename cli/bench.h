@@ -22,5 +22,6 @@ int BenchRelease(const BenchOptions& options);
 int BenchHttp(const BenchOptions& options);
 int BenchSwitch(const BenchOptions& options);
 int BenchSessions(const BenchOptions& options);
+int BenchJson(const BenchOptions& options);
 
 }  // namespace ebb::cli

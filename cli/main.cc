@@ -125,6 +125,7 @@ int main(int argc, char** argv) {
   auto* policy_cmd = app.add_subcommand("policy", "print the effective memory policy as JSON");
   policy_cmd->add_option("--policy", policy_common.policy_file, "memory policy JSON file");
 
+#ifndef EBB_NO_BENCHMARKS
   auto* bench_cmd = app.add_subcommand("bench", "benchmarks; each prints JSON");
   bench_cmd->require_subcommand(1);
   BenchOptions bench;
@@ -143,6 +144,9 @@ int main(int argc, char** argv) {
   auto* http_cmd = add_bench("http", "the server's own cost per request over the run boundary");
   auto* switch_cmd = add_bench("switch", "models rotating under all_resident, destroy_on_switch and budget_lru");
   auto* sessions_cmd = add_bench("sessions", "1 to 16 sessions: per-session arenas against one shared capped arena");
+  auto* json_cmd = add_bench("json", "decoding a 4 MB JSON FP32 tensor: throughput and peak memory, beside a copy");
+
+#endif
 
   CLI11_PARSE(app, argc, argv);
   if (*demo_cmd) return RunDemo(demo);
@@ -158,11 +162,14 @@ int main(int argc, char** argv) {
     std::printf("%s\n", ebb::MemoryPolicyToJson(*policy).c_str());
     return 0;
   }
+#ifndef EBB_NO_BENCHMARKS
   if (*overhead_cmd) return BenchOverhead(bench);
   if (*floor_cmd) return BenchFloor(bench);
   if (*release_cmd) return BenchRelease(bench);
   if (*http_cmd) return BenchHttp(bench);
   if (*switch_cmd) return BenchSwitch(bench);
   if (*sessions_cmd) return BenchSessions(bench);
+  if (*json_cmd) return BenchJson(bench);
+#endif
   return 1;
 }
