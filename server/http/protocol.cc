@@ -333,26 +333,30 @@ class InputReader {
 
 // ---- The request reader ------------------------------------------------------------------------
 
-// A RapidJSON input stream over the JSON header (which need not end in NUL). The request reader
-// moves it past a "data" array that it read itself.
+// A RapidJSON in-situ stream over a copy of the JSON header (which need not end in NUL): RapidJSON
+// decodes strings into the copy where they stand, behind the read position. In situ, RapidJSON 1.1
+// needs no stack of its own, whose first use does arithmetic on a null pointer (UBSan; fixed after
+// 1.1). Offsets (Tell) are the same in the copy and in the header, so the reader slices the
+// untouched header. The request reader moves the stream past a "data" array it read itself.
 class HeaderStream {
  public:
   using Ch = char;
-  explicit HeaderStream(std::string_view text) : begin_(text.data()), p_(begin_), end_(begin_ + text.size()) {}
+  explicit HeaderStream(std::string* copy) : begin_(copy->data()), p_(begin_), end_(begin_ + copy->size()) {}
   Ch Peek() const { return p_ < end_ ? *p_ : '\0'; }
   Ch Take() { return p_ < end_ ? *p_++ : '\0'; }
   size_t Tell() const { return static_cast<size_t>(p_ - begin_); }
   void Seek(size_t offset) { p_ = begin_ + offset; }
-  // Output members RapidJSON requires of a stream type; never called without kParseInsituFlag.
-  Ch* PutBegin() { return nullptr; }
-  void Put(Ch) {}
+  // Writing in situ, always behind the read position.
+  Ch* PutBegin() { return dst_ = p_; }
+  void Put(Ch c) { *dst_++ = c; }
   void Flush() {}
-  size_t PutEnd(Ch*) { return 0; }
+  size_t PutEnd(Ch* begin) { return static_cast<size_t>(dst_ - begin); }
 
  private:
-  const char* begin_;
-  const char* p_;
-  const char* end_;
+  char* begin_;
+  char* p_;
+  char* end_;
+  char* dst_ = nullptr;
 };
 
 // The members of the request object ebb reads, as spans of the header.
@@ -517,10 +521,12 @@ class RequestReader : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Req
 // Reads the JSON header: inputs decoded into `request`, the other members' spans into `fields`.
 Status ReadRequest(std::string_view header, std::optional<size_t> header_length, const ParseOptions& options,
                    BinarySection* binary, InferRequest* request, RequestFields* fields) {
-  HeaderStream stream(header);
+  std::string copy(header);
+  HeaderStream stream(&copy);
   RequestReader handler(header, &stream, options, binary, request);
   rapidjson::Reader reader;
-  constexpr unsigned kFlags = rapidjson::kParseValidateEncodingFlag | rapidjson::kParseNumbersAsStringsFlag;
+  constexpr unsigned kFlags =
+      rapidjson::kParseInsituFlag | rapidjson::kParseValidateEncodingFlag | rapidjson::kParseNumbersAsStringsFlag;
   const rapidjson::ParseResult result = reader.Parse<kFlags>(stream, handler);
   if (result.Code() == rapidjson::kParseErrorTermination && !handler.status().ok()) return handler.status();
   const std::string what = header_length ? "the request's JSON header (the first " + std::to_string(*header_length) +

@@ -35,7 +35,8 @@
 // (json_data.h), and only the small members ("id", "parameters", "outputs", an input's "name",
 // "datatype", "shape", "parameters") are kept, each at most kMaxFieldBytes long. Memory is the
 // tensors (bounded by the body: a shape asking for more elements than the text holds is refused
-// before allocating) plus a few small buffers. Nesting is limited: kMaxJsonDepth levels outside
+// before allocating), one copy of the JSON header (RapidJSON decodes strings in it, in situ) and a
+// few small buffers. Nesting is limited: kMaxJsonDepth levels outside
 // "data", kMaxDataDepth within it; nothing recurses deeper than that. Error messages quote at most
 // 40 characters of a value and never serialise one recursively. A "data" that comes before its
 // input's "datatype" or "shape" is found first and decoded when the input object ends.
