@@ -454,6 +454,8 @@ std::vector<BadRequest> BadRequests() {
       Json("UnclosedData", OneInput(fp32x2 + R"("data": [1, 2)"), "not valid JSON"),
       Json("DuplicateRequestKey", R"({"inputs": [], "inputs": []})", "'inputs' is given twice"),
       Json("DuplicateInputKey", OneInput(fp32x2 + R"("data": [1, 2], "shape": [2])"), "'shape' is given twice"),
+      // Fuzzer finding: a UTF-8 lead byte at the very end made the in-situ copy write past the text.
+      Json("Utf8LeadByteAtTheEnd", "{\"inputs\": [], \"a\xf0", "not valid JSON"),
       Json("NulAfterTheObject", std::string(R"({"inputs": []})") + std::string(1, '\0') + "x", "a NUL byte"),
       Json("ObjectInDataWhenDataComesFirst",
            R"({"inputs": [{"data": [1, {"a": [1, 2]}], "name": "x", "shape": [2], "datatype": "INT8"}]})",

@@ -346,9 +346,14 @@ class HeaderStream {
   Ch Take() { return p_ < end_ ? *p_++ : '\0'; }
   size_t Tell() const { return static_cast<size_t>(p_ - begin_); }
   void Seek(size_t offset) { p_ = begin_ + offset; }
-  // Writing in situ, always behind the read position.
+  // Writing in situ, behind the read position, except at the end of the text where Take() stops
+  // moving but a string's UTF-8 check still copies up to three bytes (the parse fails there; those
+  // writes are dropped).
   Ch* PutBegin() { return dst_ = p_; }
-  void Put(Ch c) { *dst_++ = c; }
+  void Put(Ch c) {
+    if (dst_ < end_) *dst_ = c;
+    ++dst_;
+  }
   void Flush() {}
   size_t PutEnd(Ch* begin) { return static_cast<size_t>(dst_ - begin); }
 
