@@ -51,7 +51,6 @@ tsan: setup
 
 # libFuzzer targets (fuzz/, clang-14) in build-fuzz, each run FUZZ_SECONDS on its corpus.
 FUZZ_SECONDS ?= 300
-FUZZ_TARGETS := infer_request_fuzzer model_config_fuzzer memory_policy_fuzzer http_framing_fuzzer
 
 fuzz: setup
 	cmake -S fuzz -B build-fuzz -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo
