@@ -7,7 +7,7 @@ GPU   ?= 0
 HOST  ?= 127.0.0.1
 PORT  ?= 8000
 
-.PHONY: setup build test run demo bench clean
+.PHONY: setup build test run demo bench clean asan tsan fuzz fuzz-smoke soak soak-smoke
 
 setup:
 	GPU=$(GPU) bash scripts/setup.sh
@@ -35,5 +35,37 @@ bench: build
 	$(BUILD)/ebb bench release --json --models $(BUILD)/generated_models --model conv_100mb --size 64
 	$(BUILD)/ebb bench footprint --json
 
+# Sanitizers: the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan, -O1)
+# and under ThreadSanitizer (build-tsan). Suppressions cover ONNX Runtime's own code only.
+SAN := $(CURDIR)/tests/sanitizers
+ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
+	LSAN_OPTIONS=suppressions=$(SAN)/lsan.supp:print_suppressions=0 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:suppressions=$(SAN)/ubsan.supp
+TSAN_ENV := TSAN_OPTIONS=suppressions=$(SAN)/tsan.supp:halt_on_error=1:second_deadlock_stack=1
+SAN_CMAKE := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g -DNDEBUG" -DEBB_BUILD_BENCHMARKS=OFF
+
+asan: setup
+	cmake -S . -B build-asan $(SAN_CMAKE) -DEBB_SANITIZE=address
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && $(ASAN_ENV) ctest --output-on-failure -j 1
+
+tsan: setup
+	cmake -S . -B build-tsan $(SAN_CMAKE) -DEBB_SANITIZE=thread
+	cmake --build build-tsan -j $(JOBS)
+	cd build-tsan && $(TSAN_ENV) ctest --output-on-failure -j 1
+
+# libFuzzer targets (fuzz/, clang-14) in build-fuzz, each run FUZZ_SECONDS on its corpus.
+FUZZ_SECONDS ?= 300
+
+fuzz: setup
+	cmake -S fuzz -B build-fuzz -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build build-fuzz -j $(JOBS)
+	FUZZ_SECONDS=$(FUZZ_SECONDS) bash fuzz/run.sh build-fuzz
+
+# The soak: `ebb serve` under mixed good and bad requests with loads and unloads (tests/soak/).
+SOAK_SECONDS ?= 600
+soak: build
+	/usr/bin/python3 tests/soak/soak.py --ebb $(BUILD)/ebb --seconds $(SOAK_SECONDS)
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz

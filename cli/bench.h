@@ -47,5 +47,6 @@ int BenchRelease(const BenchOptions& options);
 int BenchHttp(const BenchOptions& options);
 int BenchSwitch(const BenchOptions& options);
 int BenchSessions(const BenchOptions& options);
+int BenchJson(const BenchOptions& options);
 
 }  // namespace ebb::cli

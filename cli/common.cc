@@ -110,7 +110,7 @@ double NowMs() {
 }
 
 int64_t SharedReserved(Runtime& runtime) {
-  const ArenaStats* a = runtime.ReadMemory().Find("cpu:shared");
+  const std::optional<ArenaStats> a = runtime.ReadMemory().Find("cpu:shared");
   return a ? a->reserved : 0;
 }
 

@@ -31,7 +31,7 @@ void DescribePolicy(const MemoryPolicy& policy, Runtime& runtime) {
   }
   switch (policy.cpu.arena) {
     case CpuArenaMode::kShared: {
-      const ArenaStats* shared = runtime.ReadMemory().Find("cpu:shared");
+      const std::optional<ArenaStats> shared = runtime.ReadMemory().Find("cpu:shared");
       const double cap = shared ? MiB(shared->limit) : 0.0;
       std::printf("  one CPU arena shared by every session, capped at %.1f %s\n", cap >= 1024 ? cap / 1024 : cap,
                   cap >= 1024 ? "GiB" : "MiB");
@@ -56,7 +56,7 @@ struct ArenaUse {
 };
 
 ArenaUse ReadArenaUse(const Session& session, const MemoryReading& reading) {
-  const ArenaStats* shared = reading.Find("cpu:shared");
+  const std::optional<ArenaStats> shared = reading.Find("cpu:shared");
   if (shared && session.device().kind == DeviceKind::kCpu) return {"cpu:shared", shared->reserved, shared->in_use};
   ArenaUse use;
   for (const ArenaStats& a : session.ReadOwnArenas()) {

@@ -6,11 +6,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "bench.h"
 #include "commands.h"
 #include "ebb/version.h"
+#include "ebb/model_config.h"
 
 namespace ebb::cli {
 namespace {
@@ -113,20 +115,29 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--repository", serve.repository, "model repository folder")->capture_default_str();
   serve_cmd->add_option("--host", serve.http.host, "address to listen on")->capture_default_str();
   serve_cmd->add_option("--port", serve.http.port, "port (0 = any free port)")->capture_default_str();
-  serve_cmd->add_option("--workers", serve.service.workers, "inferences running at once")->capture_default_str();
-  serve_cmd->add_option("--queue", serve.service.queue, "inferences waiting before 503")->capture_default_str();
+  serve_cmd->add_option("--workers", serve.service.workers, "inferences running at once")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  serve_cmd->add_option("--queue", serve.service.queue, "inferences waiting before 503")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
   serve_cmd->add_option("--http-threads", serve.http.threads, "connection threads")->capture_default_str();
   serve_cmd->add_option("--max-body-bytes", serve.http.max_body_bytes, "request body limit")->capture_default_str();
   serve_cmd->add_option("--memory-budget", serve.pool.cpu_budget_bytes,
                         "CPU memory budget for loaded models in bytes (0 = --budget-fraction of RAM)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   serve_cmd->add_option("--budget-fraction", serve.pool.cpu_budget_fraction, "CPU budget as a fraction of RAM")
+      ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
-  serve_cmd->add_option("--cuda-memory-budget", serve.pool.cuda_budget_bytes, "budget per GPU in bytes (0 = 90%)");
+  serve_cmd->add_option("--cuda-memory-budget", serve.pool.cuda_budget_bytes, "budget per GPU in bytes (0 = 90%)")
+      ->check(CLI::NonNegativeNumber);
   int64_t wait_ms = 0;
-  serve_cmd->add_option("--wait-for-capacity-ms", wait_ms, "wait this long for memory before answering 503");
+  serve_cmd->add_option("--wait-for-capacity-ms", wait_ms, "wait this long for memory before answering 503")
+      ->check(CLI::Range(int64_t{0}, ebb::kMaxWaitForCapacityMs));
   serve_cmd->add_option("--keep-alive-ms", serve.pool.default_keep_alive_ms,
                         "default keep_alive: unload after this idle time (0 = after each request, -1 = never)")
+      ->check(CLI::Range(std::numeric_limits<int64_t>::min(), ebb::kMaxKeepAliveMs))
       ->capture_default_str();
   serve_cmd->add_flag("!--no-load", serve.load_all, "do not load the models at start-up");
   serve_cmd->add_flag("!--no-load-on-demand", serve.load_on_demand, "answer 503 for models not loaded");
@@ -141,6 +152,7 @@ int main(int argc, char** argv) {
   auto* policy_cmd = app.add_subcommand("policy", "print the effective memory policy as JSON");
   policy_cmd->add_option("--policy", policy_common.policy_file, "memory policy JSON file");
 
+#ifndef EBB_NO_BENCHMARKS
   auto* bench_cmd = app.add_subcommand("bench", "benchmarks; each prints JSON");
   bench_cmd->require_subcommand(1);
   BenchOptions bench;
@@ -176,6 +188,9 @@ int main(int argc, char** argv) {
   footprint_cmd->add_option("--worker-model", footprint.worker_model)->group("");
   footprint_cmd->add_option("--worker-level", footprint.worker_level)->group("");
   footprint_cmd->add_option("--worker-cache-dir", footprint.worker_cache_dir)->group("");
+  auto* json_cmd = add_bench("json", "decoding a 4 MB JSON FP32 tensor: throughput and peak memory, beside a copy");
+
+#endif
 
   CLI11_PARSE(app, argc, argv);
   if (*demo_cmd) return RunDemo(demo);
@@ -191,6 +206,7 @@ int main(int argc, char** argv) {
     std::printf("%s\n", ebb::MemoryPolicyToJson(*policy).c_str());
     return 0;
   }
+#ifndef EBB_NO_BENCHMARKS
   if (*overhead_cmd) return BenchOverhead(bench);
   if (*floor_cmd) return BenchFloor(bench);
   if (*release_cmd) return BenchRelease(bench);
@@ -198,5 +214,7 @@ int main(int argc, char** argv) {
   if (*switch_cmd) return BenchSwitch(bench);
   if (*sessions_cmd) return BenchSessions(bench);
   if (*footprint_cmd) return BenchFootprint(footprint);
+  if (*json_cmd) return BenchJson(bench);
+#endif
   return 1;
 }

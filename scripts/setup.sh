@@ -62,6 +62,7 @@ APT_PACKAGES=(
     libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
     libcpp-httplib-dev prometheus-cpp-dev libssl-dev libpng-dev libjpeg-dev
     python3 python3-onnx python3-numpy curl prometheus wrk libxxhash-dev
+    rapidjson-dev clang-14 libfuzzer-14-dev
 )
 
 pkg_installed() {

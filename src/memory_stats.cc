@@ -90,11 +90,11 @@ int64_t MemoryReading::TotalReserved() const {
   return total;
 }
 
-const ArenaStats* MemoryReading::Find(const std::string& name) const {
+std::optional<ArenaStats> MemoryReading::Find(const std::string& name) const {
   for (const ArenaStats& a : arenas) {
-    if (a.name == name) return &a;
+    if (a.name == name) return a;
   }
-  return nullptr;
+  return std::nullopt;
 }
 
 std::string MemoryReading::ToJson() const {

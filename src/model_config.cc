@@ -2,6 +2,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <utility>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -10,19 +12,32 @@ namespace {
 
 using nlohmann::json;
 
+// An integer JSON value in [min, max] (unsigned values beyond int64 included in the check).
+Result<int64_t> ReadInteger(const json& value, const std::string& name, int64_t min, int64_t max) {
+  const auto range = "config." + name + " must be an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  if (value.is_number_unsigned()) {
+    const auto u = value.get<uint64_t>();
+    if (!std::in_range<int64_t>(u) || static_cast<int64_t>(u) > max) return InvalidArgument(range);
+    return static_cast<int64_t>(u);
+  }
+  if (!value.is_number_integer()) return InvalidArgument(range);
+  const auto v = value.get<int64_t>();
+  if (v < min || v > max) return InvalidArgument(range);
+  return v;
+}
+
 Status ReadTile(const json& j, TileOptions* tile) {
   if (!j.is_object()) return InvalidArgument("config.tile must be an object");
   for (const auto& [key, value] : j.items()) {
-    if (!value.is_number_integer() || value.get<int64_t>() < 0) {
-      return InvalidArgument("config.tile." + key + " must be a non-negative integer");
-    }
-    const int64_t v = value.get<int64_t>();
+    const bool per_run = key == "tiles_per_run";
+    Result<int64_t> v = ReadInteger(value, "tile." + key, per_run ? 1 : 0, per_run ? kMaxTilesPerRun : kMaxTileSide);
+    if (!v.ok()) return v.status();
     if (key == "size") {
-      tile->tile = v;
+      tile->tile = *v;
     } else if (key == "overlap") {
-      tile->overlap = v;
-    } else if (key == "tiles_per_run") {
-      tile->tiles_per_run = static_cast<int>(v);
+      tile->overlap = *v;
+    } else if (per_run) {
+      tile->tiles_per_run = static_cast<int>(*v);
     } else {
       return InvalidArgument("unknown key 'config.tile." + key + "'");
     }
@@ -48,12 +63,14 @@ Status ReadField(const std::string& key, const json& value, ModelConfig* c) {
     tile.scale = c->tile ? c->tile->scale : 0;
     c->tile = tile;
   } else if (key == "scale") {
-    if (!value.is_number_integer() || value.get<int64_t>() < 1) return InvalidArgument("config.scale must be >= 1");
+    Result<int64_t> scale = ReadInteger(value, "scale", 1, kMaxScale);
+    if (!scale.ok()) return scale.status();
     if (!c->tile) c->tile = TileOptions{};
-    c->tile->scale = value.get<int64_t>();
+    c->tile->scale = *scale;
   } else if (key == "keep_alive_ms") {
-    if (!value.is_number_integer()) return InvalidArgument("config.keep_alive_ms must be an integer");
-    c->keep_alive_ms = value.get<int64_t>();
+    Result<int64_t> ms = ReadInteger(value, "keep_alive_ms", std::numeric_limits<int64_t>::min(), kMaxKeepAliveMs);
+    if (!ms.ok()) return ms.status();
+    c->keep_alive_ms = *ms;
   } else if (key == "pinned") {
     if (!value.is_boolean()) return InvalidArgument("config.pinned must be true or false");
     c->pinned = value.get<bool>();

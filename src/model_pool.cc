@@ -242,7 +242,9 @@ Result<Lease> ModelPool::AcquireImpl(const std::string& name, const AcquireOptio
   auto it = entries_.find(name);
   if (it == entries_.end()) return NotFound("unknown model '" + name + "'");
   Entry& e = *it->second;
-  const auto deadline = Clock::now() + options_.wait_for_capacity;
+  // Clamped, so that adding it to the clock cannot overflow.
+  const auto deadline = Clock::now() + std::clamp(options_.wait_for_capacity, std::chrono::milliseconds(0),
+                                                  std::chrono::milliseconds(kMaxWaitForCapacityMs));
   Status failure;
   while (true) {
     if (e.state == PoolState::kLoading) {
@@ -383,7 +385,8 @@ void ModelPool::ReapNow() {
     const auto now = Clock::now();
     for (auto& [name, e] : entries_) {
       if (e->state != PoolState::kReady || e->in_flight > 0 || e->spec.pinned || e->keep_alive_ms <= 0) continue;
-      if (now - e->last_used >= std::chrono::milliseconds(e->keep_alive_ms)) {
+      // Compared in milliseconds: a keep-alive converted to the clock's nanoseconds could overflow.
+      if (std::chrono::duration_cast<std::chrono::milliseconds>(now - e->last_used).count() >= e->keep_alive_ms) {
         EvictLocked(*e, EvictReason::kKeepAlive, &events);
       }
     }

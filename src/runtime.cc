@@ -19,6 +19,33 @@ std::string DefaultName(const std::string& path) {
   return p.stem().string();
 }
 
+// The Session to hand out for a load under `name` from `path`: the cached one when it was loaded
+// under that name, else a Session with the caller's name and path on the same loaded model (two
+// model files with the same bytes), one per name while it is held.
+std::shared_ptr<Session> SessionNamed(const std::shared_ptr<Session>& cached, const std::string& name,
+                                      const std::string& path) {
+  if (cached->name() == name) return cached;
+  detail::SessionState& s = cached->state();
+  std::lock_guard<std::mutex> lock(s.handles_mu);
+  std::erase_if(s.handles, [](const auto& entry) { return entry.second.expired(); });
+  std::weak_ptr<Session>& slot = s.handles[name];
+  if (auto held = slot.lock()) return held;
+  auto session = std::make_shared<Session>(*cached, name, path);
+  slot = session;
+  return session;
+}
+
+// The names a cached model is held under, joined by '+' (several when shared by content).
+std::string HeldNames(Session& cached) {
+  std::string names = cached.name();
+  detail::SessionState& s = cached.state();
+  std::lock_guard<std::mutex> lock(s.handles_mu);
+  for (const auto& [name, handle] : s.handles) {
+    if (!handle.expired()) names += "+" + name;
+  }
+  return names;
+}
+
 }  // namespace
 
 Runtime::Runtime(std::shared_ptr<detail::RuntimeContext> ctx)
@@ -71,7 +98,7 @@ Result<std::shared_ptr<Session>> Runtime::LoadSource(const detail::ModelSource& 
   SessionKey key{sha256, spec.device.ToString(), spec.strict_device ? "strict" : ""};
 
   std::weak_ptr<SessionCache> weak_cache = cache_;
-  return cache_->GetOrLoad(key, [&]() -> Result<std::shared_ptr<Session>> {
+  Result<std::shared_ptr<Session>> cached = cache_->GetOrLoad(key, [&]() -> Result<std::shared_ptr<Session>> {
     auto state = detail::BuildSession(ctx_, source, spec);
     // A load leaves transient heap (ORT's parse and optimization) that only
     // a trim returns: give it back now, so the RSS after a load is what the
@@ -80,13 +107,15 @@ Result<std::shared_ptr<Session>> Runtime::LoadSource(const detail::ModelSource& 
     if (!state.ok()) return state.status();
     auto session = std::make_shared<Session>(std::move(state).value());
     // A session that ran out of memory leaves the cache; the next Load builds it afresh.
-    session->state().on_exhausted = [weak_cache, key, raw = session.get()] {
+    session->state().on_exhausted = [weak_cache, key, raw = session.get()](const std::string& name) {
       if (auto cache = weak_cache.lock(); cache && cache->EraseIfSame(key, raw)) {
-        detail::LogWarning("dropped session '" + raw->name() + "' after it ran out of memory");
+        detail::LogWarning("dropped session '" + name + "' after it ran out of memory");
       }
     };
     return session;
   });
+  if (!cached.ok()) return cached.status();
+  return SessionNamed(*cached, spec.name, path);
 }
 
 size_t Runtime::Unload(const std::string& model_path) {
@@ -94,7 +123,7 @@ size_t Runtime::Unload(const std::string& model_path) {
 }
 
 bool Runtime::Unload(const Session& session) {
-  return cache_->EraseIf([&](const SessionKey&, const Session& s) { return &s == &session; }) > 0;
+  return cache_->EraseIf([&](const SessionKey&, const Session& s) { return &s.state() == &session.state(); }) > 0;
 }
 
 void Runtime::Clear() { cache_->Clear(); }
@@ -118,7 +147,11 @@ MemoryReading Runtime::ReadMemory() const {
   MemoryReading reading;
   if (auto shared = ctx_->ReadSharedArena()) reading.arenas.push_back(*shared);
   for (auto& [key, session] : cache_->Entries()) {
-    for (ArenaStats& a : session->ReadOwnArenas()) reading.arenas.push_back(std::move(a));
+    const std::string names = HeldNames(*session);
+    for (ArenaStats& a : session->ReadOwnArenas()) {  // "cpu:<name>" -> "cpu:<every name it is held under>"
+      a.name = a.name.substr(0, a.name.size() - session->name().size()) + names;
+      reading.arenas.push_back(std::move(a));
+    }
   }
   reading.rss_bytes = ReadRssBytes();
   reading.peak_rss_bytes = ReadPeakRssBytes();

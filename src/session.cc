@@ -89,12 +89,14 @@ struct PreparedInputs {
   std::vector<Shape> shapes;
 };
 
-Status PrepareInputs(const SessionState& s, const std::vector<NamedTensor>& given, PreparedInputs* out) {
+// `model` is the caller's name for the model (Session::name()) in every message.
+Status PrepareInputs(const SessionState& s, const std::string& model, const std::vector<NamedTensor>& given,
+                     PreparedInputs* out) {
   for (const NamedTensor& t : given) {
     bool known = false;
     for (const TensorInfo& info : s.inputs) known |= info.name == t.name;
     if (!known) {
-      return InvalidArgument("model '" + s.name + "' has no input named '" + t.name + "' (its inputs: " +
+      return InvalidArgument("model '" + model + "' has no input named '" + t.name + "' (its inputs: " +
                              Names(s.inputs) + ")");
     }
   }
@@ -105,14 +107,14 @@ Status PrepareInputs(const SessionState& s, const std::vector<NamedTensor>& give
       if (match) return InvalidArgument("input '" + info.name + "' is given more than once");
       match = &t;
     }
-    if (!match) return InvalidArgument("model '" + s.name + "' needs input '" + info.name + "', which is missing");
+    if (!match) return InvalidArgument("model '" + model + "' needs input '" + info.name + "', which is missing");
     const Tensor& t = match->tensor;
     if (t.type() != info.type) {
-      return InvalidArgument("input '" + info.name + "' of model '" + s.name + "' must be " +
+      return InvalidArgument("input '" + info.name + "' of model '" + model + "' must be " +
                              DataTypeName(info.type) + ", got " + DataTypeName(t.type()));
     }
     if (!ShapeMatches(info.shape, t.shape())) {
-      return InvalidArgument("input '" + info.name + "' of model '" + s.name + "' must have shape " +
+      return InvalidArgument("input '" + info.name + "' of model '" + model + "' must have shape " +
                              ShapeToString(info.shape) + " (-1 = any), got " + ShapeToString(t.shape()));
     }
     out->names.push_back(info.name.c_str());
@@ -122,7 +124,8 @@ Status PrepareInputs(const SessionState& s, const std::vector<NamedTensor>& give
   return Status::Ok();
 }
 
-Status SelectOutputs(const SessionState& s, const std::vector<std::string>& wanted, std::vector<size_t>* index) {
+Status SelectOutputs(const SessionState& s, const std::string& model, const std::vector<std::string>& wanted,
+                     std::vector<size_t>* index) {
   if (wanted.empty()) {
     for (size_t i = 0; i < s.outputs.size(); ++i) index->push_back(i);
     return Status::Ok();
@@ -131,7 +134,7 @@ Status SelectOutputs(const SessionState& s, const std::vector<std::string>& want
     size_t i = 0;
     while (i < s.outputs.size() && s.outputs[i].name != name) ++i;
     if (i == s.outputs.size()) {
-      return InvalidArgument("model '" + s.name + "' has no output named '" + name + "' (its outputs: " +
+      return InvalidArgument("model '" + model + "' has no output named '" + name + "' (its outputs: " +
                              Names(s.outputs) + ")");
     }
     index->push_back(i);
@@ -182,7 +185,7 @@ bool LeaveArenas(SessionState& s, const RunRecord& record, const std::vector<boo
 // caller-owned tensors; without, ORT allocates them and they are copied out
 // (and their shapes remembered for the next run with these input shapes).
 // ORT's output Values are freed before returning, so before the arenas are left.
-Status RunOnce(SessionState& s, const PreparedInputs& in, const std::vector<size_t>& out_index,
+Status RunOnce(SessionState& s, const std::string& model, const PreparedInputs& in, const std::vector<size_t>& out_index,
                const std::string& shrink_spec, const std::vector<Shape>* known, std::vector<Tensor>* results) {
   results->clear();
   std::vector<const char*> out_names;
@@ -194,15 +197,15 @@ Status RunOnce(SessionState& s, const PreparedInputs& in, const std::vector<size
       values.push_back(WrapTensor(results->back()));
     }
   } catch (const std::bad_alloc&) {
-    return ResourceExhausted("run of model '" + s.name + "': out of memory allocating its outputs");
+    return ResourceExhausted("run of model '" + model + "': out of memory allocating its outputs");
   }
   try {
     InvokeOrtRun({s.session.get(), in.names.data(), in.values.data(), in.values.size(), out_names.data(),
                   values.data(), values.size(), shrink_spec});
   } catch (const Ort::Exception& e) {
-    return StatusFromOrt(e, "run of model '" + s.name + "' on " + s.device.ToString(), s.arena_desc);
+    return StatusFromOrt(e, "run of model '" + model + "' on " + s.device.ToString(), s.arena_desc);
   } catch (const std::exception& e) {  // e.g. std::bad_alloc from ORT's C++ glue
-    return StatusFromMessage(ORT_FAIL, e.what(), "run of model '" + s.name + "'", s.arena_desc);
+    return StatusFromMessage(ORT_FAIL, e.what(), "run of model '" + model + "'", s.arena_desc);
   }
   if (known) return Status::Ok();
   std::vector<Shape> seen(s.outputs.size());
@@ -221,7 +224,7 @@ Status RunOnce(SessionState& s, const PreparedInputs& in, const std::vector<size
 std::function<bool()> MakeBareOrtRun(Session& session, const std::vector<NamedTensor>& inputs) {
   SessionState& s = session.state();
   auto prepared = std::make_shared<PreparedInputs>();
-  if (!PrepareInputs(s, inputs, prepared.get()).ok()) return nullptr;
+  if (!PrepareInputs(s, session.name(), inputs, prepared.get()).ok()) return nullptr;
   return [&s, prepared] {
     std::vector<Ort::Value> outputs(s.output_names.size());
     try {
@@ -244,11 +247,14 @@ SessionState::~SessionState() {
 
 using detail::SessionState;
 
-Session::Session(std::unique_ptr<SessionState> state) : state_(std::move(state)) {}
+Session::Session(std::unique_ptr<SessionState> state)
+    : state_(std::move(state)), name_(state_->name), source_path_(state_->source_path) {}
+Session::Session(const Session& shared, std::string name, std::string source_path)
+    : state_(shared.state_), name_(std::move(name)), source_path_(std::move(source_path)) {}
 Session::~Session() = default;
 
-const std::string& Session::name() const { return state_->name; }
-const std::string& Session::source_path() const { return state_->source_path; }
+const std::string& Session::name() const { return name_; }
+const std::string& Session::source_path() const { return source_path_; }
 const ResolvedDevice& Session::device() const { return state_->device; }
 const std::vector<TensorInfo>& Session::inputs() const { return state_->inputs; }
 const std::vector<TensorInfo>& Session::outputs() const { return state_->outputs; }
@@ -269,7 +275,7 @@ std::vector<std::string> Session::release_targets() const {
 }
 
 bool Session::SharesArenaWith(const Session& other) const {
-  if (&other == this) return true;
+  if (other.state_ == state_) return true;
   for (const auto& mine : state_->gates) {
     for (const auto& theirs : other.state_->gates) {
       if (mine == theirs) return true;
@@ -281,7 +287,7 @@ bool Session::SharesArenaWith(const Session& other) const {
 std::vector<ArenaStats> Session::ReadOwnArenas() const {
   std::vector<ArenaStats> stats;
   for (const detail::OwnArena& a : state_->own_arenas) {
-    if (auto s = detail::ReadArenaStats(*state_->session, a.info, a.name)) stats.push_back(*s);
+    if (auto s = detail::ReadArenaStats(*state_->session, a.info, a.prefix + name_)) stats.push_back(*s);
   }
   return stats;
 }
@@ -299,27 +305,27 @@ Result<std::vector<NamedTensor>> Session::Run(const std::vector<NamedTensor>& in
     record.status = status.code();
     record.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (flags.observer) (*flags.observer)(record);
-    if (status.code() == StatusCode::kResourceExhausted && s.on_exhausted) s.on_exhausted();
+    if (status.code() == StatusCode::kResourceExhausted && s.on_exhausted) s.on_exhausted(name_);
     return status;
   };
 
   detail::PreparedInputs prepared;
   std::vector<size_t> out_index;
-  if (Status st = detail::PrepareInputs(s, inputs, &prepared); !st.ok()) return finish(st);
-  if (Status st = detail::SelectOutputs(s, flags.outputs, &out_index); !st.ok()) return finish(st);
+  if (Status st = detail::PrepareInputs(s, name_, inputs, &prepared); !st.ok()) return finish(st);
+  if (Status st = detail::SelectOutputs(s, name_, flags.outputs, &out_index); !st.ok()) return finish(st);
 
   const std::vector<bool> carried = detail::EnterArenas(s, &record);
   ++s.in_flight;
   std::vector<Tensor> results;
   std::vector<Shape> known;
   bool preallocate = detail::KnownOutputShapes(s, prepared.shapes, &known);
-  Status status = detail::RunOnce(s, prepared, out_index, record.release_spec, preallocate ? &known : nullptr, &results);
+  Status status = detail::RunOnce(s, name_, prepared, out_index, record.release_spec, preallocate ? &known : nullptr, &results);
   if (!status.ok() && preallocate && !s.static_output_shapes && status.code() != StatusCode::kResourceExhausted) {
     // A cached output shape that proved wrong (data-dependent outputs): stop
     // trusting the cache for this model and run once more with ORT's outputs.
     s.shape_cache_usable = false;
     preallocate = false;
-    status = detail::RunOnce(s, prepared, out_index, record.release_spec, nullptr, &results);
+    status = detail::RunOnce(s, name_, prepared, out_index, record.release_spec, nullptr, &results);
   }
   record.outputs_preallocated = preallocate;
   const bool trim = detail::LeaveArenas(s, record, carried, /*outputs_pinned=*/!preallocate);

@@ -107,7 +107,7 @@ void AttachArenas(SessionState& s) {
   if (s.device.kind == DeviceKind::kCuda) {
     s.gates.push_back(std::make_shared<ArenaGate>("gpu:" + std::to_string(s.device.index), /*can_trim=*/false));
     s.own_arenas.push_back(
-        {"gpu:" + std::to_string(s.device.index) + ":" + s.name,
+        {"gpu:" + std::to_string(s.device.index) + ":",
          Ort::MemoryInfo("Cuda", OrtArenaAllocator, s.device.index, OrtMemTypeDefault)});
   }
   switch (policy.cpu.arena) {
@@ -117,7 +117,7 @@ void AttachArenas(SessionState& s) {
       break;
     case CpuArenaMode::kPerSession:
       s.gates.push_back(std::make_shared<ArenaGate>("cpu:0", /*can_trim=*/false));
-      s.own_arenas.push_back({"cpu:" + s.name, Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault)});
+      s.own_arenas.push_back({"cpu:", Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault)});
       s.arena_desc = "per-session CPU arena";
       break;
     case CpuArenaMode::kNone:

@@ -43,7 +43,7 @@ class OutputShapeCache {
 
 // An arena that belongs to one session only (per-session CPU arena, CUDA).
 struct OwnArena {
-  std::string name;
+  std::string prefix;  // "cpu:", "gpu:0:"; the arena is reported as prefix + the model's name
   Ort::MemoryInfo info{nullptr};
 };
 
@@ -85,8 +85,15 @@ struct SessionState {
   std::atomic<int> in_flight{0};
 
   // Called after a run failed with kResourceExhausted (drops the session from
-  // its cache). Set once by the Runtime before the session is published.
-  std::function<void()> on_exhausted;
+  // its cache) with the name of the Session that ran. Set once by the Runtime
+  // before the session is published.
+  std::function<void(const std::string& name)> on_exhausted;
+
+  // The Sessions handed out under other names for this loaded model (same
+  // content): one per name while it is held, so that loads under one name
+  // keep returning one object (Runtime::Load).
+  std::mutex handles_mu;
+  std::map<std::string, std::weak_ptr<Session>> handles;  // guarded by handles_mu
 };
 
 // ONNX element type <-> ebb DataType.

@@ -41,7 +41,7 @@ void PasteCore(const Tensor& tiles, int64_t item, const TileRect& r, int64_t sca
 
 Status CheckFrame(const Session& session, const Tensor& frame) {
   const Shape& s = frame.shape();
-  if (s.size() != 4 || s[0] != 1 || s[2] < 1 || s[3] < 1) {
+  if (s.size() != 4 || s[0] != 1 || s[1] < 1 || s[2] < 1 || s[3] < 1) {
     return InvalidArgument("tiling needs frames of shape [1,C,H,W], got " + ShapeToString(s));
   }
   const TensorInfo& in = session.inputs()[0];

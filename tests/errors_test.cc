@@ -54,8 +54,8 @@ TEST(OutOfMemoryTest, ArenaCapBelowTheNeedIsResourceExhaustedAndDropsOnlyThatSes
   EXPECT_EQ(tiny_again->get(), tiny->get());
   EXPECT_TRUE((*tiny_again)->Run(testing::One("x", testing::RandomTensor({1, 64}))).ok());
   // The failed run's memory went back as well.
-  const ArenaStats* shared = runtime->ReadMemory().Find("cpu:shared");
-  ASSERT_NE(shared, nullptr);
+  const std::optional<ArenaStats> shared = runtime->ReadMemory().Find("cpu:shared");
+  ASSERT_TRUE(shared.has_value());
   EXPECT_LE(shared->reserved, 2 * kMiB);
 }
 

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <thread>
 
 #include "ebb/model_pool.h"
@@ -200,6 +201,20 @@ TEST_F(ModelPoolTest, KeepAliveZeroNegativeAndPositive) {
   EXPECT_EQ(Evicted(EvictReason::kKeepAlive), (std::vector<std::string>{"a", "c"}));
 }
 
+// Issue 9, finding 7: milliseconds converted to the clock's nanoseconds overflowed, so a huge
+// keep-alive unloaded the model after a few seconds. A library caller may still pass any value.
+TEST_F(ModelPoolTest, TheLargestKeepAliveAndWaitNeverOverflow) {
+  MakePool({.cpu_budget_bytes = int64_t{1} << 40,
+            .wait_for_capacity = std::chrono::milliseconds::max(),
+            .default_keep_alive_ms = std::numeric_limits<int64_t>::max()});
+  ASSERT_TRUE(Use("a").ok());
+  ASSERT_TRUE(Use("b", {.keep_alive_ms = std::numeric_limits<int64_t>::max() / 2}).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // six reaper rounds
+  EXPECT_EQ(State("a"), PoolState::kReady);
+  EXPECT_EQ(State("b"), PoolState::kReady);
+  EXPECT_TRUE(Evicted(EvictReason::kKeepAlive).empty());
+}
+
 TEST_F(ModelPoolTest, OnDemandLoadAndItsAbsence) {
   MakePool({.cpu_budget_bytes = int64_t{1} << 40});
   auto off = pool_->Acquire("a", {.load_on_demand = false});
@@ -224,8 +239,8 @@ TEST(SharedArenaTest, TotalStaysUnderTheCapAsSessionsAreAdded) {
     RunFlags hold;
     hold.ends_operation = false;  // keep what it grew, the worst case
     ASSERT_TRUE((*s)->Run(ImageInput(384, 384), hold).ok());
-    const ArenaStats* shared = (*rt)->ReadMemory().Find("cpu:shared");
-    ASSERT_NE(shared, nullptr);
+    const std::optional<ArenaStats> shared = (*rt)->ReadMemory().Find("cpu:shared");
+    ASSERT_TRUE(shared.has_value());
     EXPECT_LE(shared->reserved, 256 * kMiB) << sessions.size() << " sessions";
   }
   for (const auto& p : paths) fs::remove(p);

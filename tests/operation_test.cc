@@ -41,7 +41,7 @@ class OperationTest : public ::testing::Test {
   }
 
   int64_t Reserved() {
-    const ArenaStats* a = runtime_->ReadMemory().Find("cpu:shared");
+    const std::optional<ArenaStats> a = runtime_->ReadMemory().Find("cpu:shared");
     return a ? a->reserved : -1;
   }
 

@@ -1,16 +1,23 @@
 // Tests for the KServe v2 / Open Inference Protocol codec (server/protocol.h).
 #include "http/protocol.h"
 
+#include <malloc.h>
+
 #include <gtest/gtest.h>
 
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
+
+#include "ebb/memory_stats.h"
+#include "http/json_data.h"
+#include "test_util.h"
 
 namespace ebb::server {
 namespace {
@@ -433,11 +440,36 @@ std::string OneInput(const std::string& members) { return R"({"inputs": [{"name"
 
 std::vector<BadRequest> BadRequests() {
   const std::string fp32x2 = R"("shape": [2], "datatype": "FP32", )";
+  std::string long_shape = "[0";  // 70,001 bytes of dimensions
+  for (int i = 0; i < 35000; ++i) long_shape += ",0";
+  long_shape += "]";
   return {
       Json("Empty", "", "not valid JSON"),
       Json("Truncated", "{\"inputs\": [", "not valid JSON"),
       Json("InvalidUtf8", "{\"id\": \"\xff\", \"inputs\": []}", "not valid JSON"),
-      Json("OverflowingLiteral", OneInput(fp32x2 + R"("data": [1e400, 1])"), "not valid JSON"),
+      Json("OverflowingLiteral", OneInput(fp32x2 + R"("data": [1e400, 1])"),
+           "element 0 is 1e400, but FP32 needs a number within FP32 range"),
+      Json("NumberSyntaxInData", OneInput(fp32x2 + R"("data": [1, 01])"), "'data' is not valid JSON"),
+      Json("TrailingCommaInData", OneInput(fp32x2 + R"("data": [1, 2,])"), "'data' is not valid JSON"),
+      Json("UnclosedData", OneInput(fp32x2 + R"("data": [1, 2)"), "not valid JSON"),
+      Json("DuplicateRequestKey", R"({"inputs": [], "inputs": []})", "'inputs' is given twice"),
+      Json("DuplicateInputKey", OneInput(fp32x2 + R"("data": [1, 2], "shape": [2])"), "'shape' is given twice"),
+      // Fuzzer finding: a UTF-8 lead byte at the very end made the in-situ copy write past the text.
+      Json("Utf8LeadByteAtTheEnd", "{\"inputs\": [], \"a\xf0", "not valid JSON"),
+      Json("NulAfterTheObject", std::string(R"({"inputs": []})") + std::string(1, '\0') + "x", "a NUL byte"),
+      Json("ObjectInDataWhenDataComesFirst",
+           R"({"inputs": [{"data": [1, {"a": [1, 2]}], "name": "x", "shape": [2], "datatype": "INT8"}]})",
+           "input \"x\": element 1 is {\"a\":[1,2]}, but INT8 needs"),
+      Json("DataNotArrayWhenFirst", R"({"inputs": [{"data": 3, "name": "x", "shape": [1], "datatype": "INT8"}]})",
+           "input \"x\": 'data' must be an array"),
+      Json("LongStringElementIsCut", OneInput(fp32x2 + R"("data": [1, ")" + std::string(100, 'z') + R"("])"),
+           "element 1 is \"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz..., but FP32"),
+      Json("ShapeLongerThanFieldLimit", OneInput(R"("datatype": "FP32", "data": [], "shape": )" + long_shape),
+           "input \"x\": 'shape' is longer than the limit of 65536 bytes"),
+      Json("KeepAliveBeyondAYear", R"({"parameters": {"keep_alive": 9223372036854775807}, "inputs": []})",
+           "keep_alive must be an integer (milliseconds) of at most 31536000000"),
+      Json("KeepAliveHugeFloat", R"({"parameters": {"keep_alive": 1e13}, "inputs": []})",
+           "keep_alive must be an integer (milliseconds) of at most"),
       Json("NotAnObject", "[1]", "must be a JSON object"),
       Json("NoInputs", "{}", "no 'inputs'"),
       Json("InputsNotArray", R"({"inputs": {}})", "'inputs' must be an array"),
@@ -551,6 +583,74 @@ TEST_P(BadRequestTest, IsRefusedWithAClearMessage) {
 
 INSTANTIATE_TEST_SUITE_P(Protocol, BadRequestTest, ::testing::ValuesIn(BadRequests()),
                          [](const auto& info) { return info.param.name; });
+
+// ---- Hostile input (issue 9) ------------------------------------------------------------------
+
+
+// Growth of this process's RSS high-water mark while `f` runs.
+template <typename F>
+int64_t PeakRssGrowth(F f) {
+  malloc_trim(0);
+  std::ofstream("/proc/self/clear_refs") << "5";
+  const int64_t before = ReadRssBytes();
+  f();
+  return ReadPeakRssBytes() - before;
+}
+
+TEST(HostileInput, DeepNestingAnywhereIsRefusedWithoutRecursion) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"id":)" + deep + R"(,"inputs":[]})", "nested more than 32 levels deep"},
+      {R"({"model_name":)" + deep + R"(,"inputs":[]})", "nested more than 32 levels deep"},
+      {R"({"parameters":{"a":)" + deep + R"(},"inputs":[]})", "nested more than 32 levels deep"},
+      {R"({"inputs":[],"outputs":)" + deep + "}", "nested more than 32 levels deep"},
+      {R"({"inputs":[{"name":"x","parameters":)" + deep + "}]}", "nested more than 32 levels deep"},
+      {R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":)" + deep + "}]}",
+       "input \"x\": 'data' is nested more than 64 levels deep"},
+      {R"({"inputs":[{"data":)" + deep + R"(,"name":"x","shape":[1],"datatype":"FP32"}]})",
+       "inputs[0]: 'data' is nested more than 64 levels deep"},
+      {R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1, {"a":)" + deep + "}]}]}",
+       "input \"x\": element 1 is {\"a\":" + std::string(35, '[') + "..."},
+  };
+  for (const auto& [body, fragment] : cases) {
+    Result<RestInferRequest> r = ParseJson(body);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find(fragment), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(HostileInput, DataMayComeBeforeItsShapeAndDatatype) {
+  Result<RestInferRequest> r = ParseJson(R"({"inputs": [
+    {"data": [[1, 2], [3, 4]], "shape": [2, 2], "name": "a", "datatype": "INT32"},
+    {"name": "b", "data": [1.5, null], "datatype": "FP16", "shape": [2]}
+  ]})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(Values<int32_t>(r->request.inputs[0].tensor), (std::vector<int32_t>{1, 2, 3, 4}));
+  EXPECT_EQ(Values<uint16_t>(r->request.inputs[1].tensor)[0], 0x3e00);
+}
+
+TEST(HostileInput, MemoryIsBoundedByTheBody) {
+  if (!testing::kRssBoundsHold) GTEST_SKIP() << testing::kNoRssUnderAsan;
+  const std::string brackets = R"({"id":)" + std::string(20'000'000, '[');
+  std::string unused = R"({"unused":[0)";
+  while (unused.size() < 20'000'000) unused += ",0";
+  unused += R"(],"inputs":[]})";
+  const std::string huge_shape = R"({"inputs":[{"name":"x","shape":[1000000000],"datatype":"FP64","data":[1]}]})";
+  // Before: ~90 bytes of tree per body byte (1.8 GB for the 20 MB array), 8 GB for the shape. Now:
+  // one copy of the JSON text (RapidJSON reads it in situ) and small buffers.
+  const auto bound = [](const std::string& body) { return static_cast<int64_t>(body.size()) + 8 * testing::kMiB; };
+  EXPECT_LT(PeakRssGrowth([&] { EXPECT_FALSE(ParseJson(brackets).ok()); }), bound(brackets));
+  EXPECT_LT(PeakRssGrowth([&] { EXPECT_TRUE(ParseJson(unused).ok()); }), bound(unused));
+  EXPECT_LT(PeakRssGrowth([&] { EXPECT_FALSE(ParseJson(huge_shape).ok()); }), 8 * testing::kMiB);
+}
+
+TEST(HostileInput, ExcerptsAreShortAndFlat) {
+  EXPECT_EQ(JsonExcerpt("300, 4]"), "300");
+  EXPECT_EQ(JsonExcerpt(R"("7"])"), R"("7")");
+  EXPECT_EQ(JsonExcerpt(R"({"a": [1, 2]}, 3])"), R"({"a":[1,2]})");
+  EXPECT_EQ(JsonExcerpt(R"("a\"b", 1)"), R"("a\"b")");
+  EXPECT_EQ(JsonExcerpt(std::string(1000, '{')), std::string(40, '{') + "...");
+}
 
 // ---- Never crash -------------------------------------------------------------------------------
 

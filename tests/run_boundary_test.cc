@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <thread>
 
 #include "ebb/runtime.h"
@@ -32,8 +33,8 @@ class RunBoundaryTest : public ::testing::Test {
 
   ArenaStats Shared() const {
     MemoryReading r = runtime_->ReadMemory();
-    const ArenaStats* a = r.Find("cpu:shared");
-    EXPECT_NE(a, nullptr);
+    const std::optional<ArenaStats> a = r.Find("cpu:shared");
+    EXPECT_TRUE(a.has_value());
     return a ? *a : ArenaStats{};
   }
 
@@ -70,8 +71,12 @@ TEST_F(RunBoundaryTest, SingleRunThatEndsTheOperationReleases) {
   const int64_t rss_released = ReadRssBytes();
   EXPECT_LE(released.reserved, reserved_after_load + kMiB);
   EXPECT_GT(released.shrinks, held.shrinks);
-  EXPECT_LT(rss_released, rss_held - 100 * kMiB) << "RSS must fall, not only the arena counter";
-  EXPECT_LT(rss_released, rss_after_load + 64 * kMiB);
+  if (testing::kRssBoundsHold) {
+    EXPECT_LT(rss_released, rss_held - 100 * kMiB) << "RSS must fall, not only the arena counter";
+    EXPECT_LT(rss_released, rss_after_load + 64 * kMiB);
+  } else {
+    std::printf("%s\n", testing::kNoRssUnderAsan);
+  }
   ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0].release_spec, "cpu:0");
   EXPECT_TRUE(records[0].outputs_preallocated) << "outputs must not pin arena regions";

@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <tuple>
 #include <thread>
 
 #include "ebb/runtime.h"
@@ -127,6 +129,43 @@ TEST_F(SessionCacheTest, EraseIfSameIgnoresAStaleSession) {
   EXPECT_EQ(cache_.Find(key_).get(), fresh->get());
   EXPECT_TRUE(cache_.EraseIfSame(key_, fresh->get()));
   EXPECT_EQ(cache_.loads(key_), 2u);
+}
+
+// Issue 9, finding 9: two model files with the same bytes share one loaded model (the cache is
+// keyed by content), but each name keeps its own name in what it reports.
+TEST_F(SessionCacheTest, ModelsSharedByContentKeepTheirOwnNames) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / ("ebb_same_bytes_" + std::to_string(getpid()));
+  fs::create_directories(dir / "a");
+  fs::create_directories(dir / "a_copy");
+  fs::copy_file(testing::ModelPath("tiny"), dir / "a" / "model.onnx", fs::copy_options::overwrite_existing);
+  fs::copy_file(testing::ModelPath("tiny"), dir / "a_copy" / "model.onnx", fs::copy_options::overwrite_existing);
+  const LoadOptions cpu{.device = DeviceRequest::Cpu()};
+  auto a = runtime_->Load((dir / "a" / "model.onnx").string(), cpu);
+  auto copy = runtime_->Load((dir / "a_copy" / "model.onnx").string(), cpu);
+  ASSERT_TRUE(a.ok() && copy.ok());
+  EXPECT_EQ(runtime_->load_count(), 1u) << "one load: the content is the same";
+  EXPECT_EQ((*a)->name(), "a");
+  EXPECT_EQ((*copy)->name(), "a_copy");
+  EXPECT_EQ((*copy)->source_path(), (dir / "a_copy" / "model.onnx").string());
+  EXPECT_TRUE((*a)->SharesArenaWith(**copy));
+  // Loads under one name keep giving one object.
+  EXPECT_EQ(runtime_->Load((dir / "a" / "model.onnx").string(), cpu)->get(), a->get());
+  EXPECT_EQ(runtime_->Load((dir / "a_copy" / "model.onnx").string(), cpu)->get(), copy->get());
+
+  for (const auto& [session, own, other] : {std::tuple{*a, "'a'", "'a_copy'"}, std::tuple{*copy, "'a_copy'", "'a'"}}) {
+    auto run = session->Run(testing::One("y", testing::RandomTensor({1, 64})));
+    ASSERT_FALSE(run.ok());
+    EXPECT_NE(run.status().message().find(std::string("model ") + own), std::string::npos) << run.status().message();
+    EXPECT_EQ(run.status().message().find(other), std::string::npos) << run.status().message();
+    EXPECT_TRUE(session->Run(testing::One("x", testing::RandomTensor({1, 64}))).ok());
+  }
+  EXPECT_EQ((*a)->run_count(), 4u) << "counters belong to the loaded model";
+  // Unloading either drops the one cache entry; the sessions held stay usable.
+  EXPECT_TRUE(runtime_->Unload(**copy));
+  EXPECT_EQ(runtime_->cache().size(), 0u);
+  EXPECT_TRUE((*a)->Run(testing::One("x", testing::RandomTensor({1, 64}))).ok());
+  fs::remove_all(dir);
 }
 
 }  // namespace

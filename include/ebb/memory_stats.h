@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,8 +44,9 @@ struct MemoryReading {
 
   // Sum of `reserved` over all arenas.
   int64_t TotalReserved() const;
-  // The arena called `name`, or nullptr.
-  const ArenaStats* Find(const std::string& name) const;
+  // A copy of the arena called `name`; nullopt when there is none. A copy, so
+  // that `runtime.ReadMemory().Find(...)` on a temporary reading is safe.
+  std::optional<ArenaStats> Find(const std::string& name) const;
   // {"rss_bytes":..,"peak_rss_bytes":..,"arenas":[{...}],"gpus":[...]}
   std::string ToJson() const;
 };

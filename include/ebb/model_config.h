@@ -7,7 +7,10 @@
 //    "keep_alive_ms": 300000, "pinned": false}
 //
 // Every field is optional; unknown keys are errors. `ebb run` and `ebb serve`
-// read it once, at the edge, into this struct.
+// read it once, at the edge, into this struct. Integers are range-checked as
+// they are read (tile size and overlap <= kMaxTileSide, tiles_per_run and scale
+// in [1, kMaxTilesPerRun] / [1, kMaxScale], keep_alive_ms <= kMaxKeepAliveMs),
+// so nothing downstream computes with an absurd value.
 //
 // Thread safety: plain values.
 #pragma once
@@ -20,6 +23,14 @@
 #include "ebb/tiler.h"
 
 namespace ebb {
+
+// The longest keep-alive accepted anywhere (config.json, a request's parameters.keep_alive,
+// `ebb serve --keep-alive-ms`): 365 days in milliseconds. Negative values mean "never unload".
+inline constexpr int64_t kMaxKeepAliveMs = int64_t{365} * 24 * 60 * 60 * 1000;
+// Limits of config.json's tile fields.
+inline constexpr int64_t kMaxTileSide = 1 << 16;
+inline constexpr int64_t kMaxTilesPerRun = 1024;
+inline constexpr int64_t kMaxScale = 64;
 
 enum class ModelKind {
   kTensor,        // tensors in, tensors out (one run per request)

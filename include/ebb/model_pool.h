@@ -51,6 +51,9 @@ struct ModelSpec {
   std::optional<int64_t> keep_alive_ms;  // unset: the pool's default
 };
 
+// The longest PoolOptions::wait_for_capacity honoured (one hour).
+inline constexpr int64_t kMaxWaitForCapacityMs = int64_t{60} * 60 * 1000;
+
 struct PoolOptions {
   // CPU budget in bytes; 0 takes cpu_budget_fraction of physical memory.
   int64_t cpu_budget_bytes = 0;
@@ -61,7 +64,7 @@ struct PoolOptions {
   double cuda_budget_fraction = 0.9;
   // How long Acquire waits for models in flight to finish when nothing idle
   // can be evicted; 0 fails at once with kResourceExhausted.
-  std::chrono::milliseconds wait_for_capacity{0};
+  std::chrono::milliseconds wait_for_capacity{0};  // at most kMaxWaitForCapacityMs (longer is clamped)
   // keep_alive of models and requests that give none: negative = never unload.
   int64_t default_keep_alive_ms = -1;
   std::chrono::milliseconds reap_interval{50};

@@ -23,6 +23,11 @@
 // Thread safety: Run() may be called concurrently from any number of threads.
 // Ownership: sessions are shared (std::shared_ptr) between the cache and
 // callers; dropping one from the cache never destroys it under a running call.
+// Two model files with the same bytes share one loaded model (the cache is
+// keyed by content): a Load under another name returns another Session object
+// on the same loaded model, which keeps its own name() and source_path() in
+// everything it reports (run errors, logs, arena names), and shares the model's
+// arenas, counters and cache entry with the others.
 #pragma once
 
 #include <atomic>
@@ -91,7 +96,7 @@ class Session {
 
   // The name it was loaded under (the model file's stem unless given).
   const std::string& name() const;
-  // Where the model file came from ("" when loaded from memory).
+  // Where this session's model file came from ("" when loaded from memory).
   const std::string& source_path() const;
   // The device the session REALLY runs on, with the fallback reason if any.
   const ResolvedDevice& device() const;
@@ -110,7 +115,7 @@ class Session {
   Result<std::vector<NamedTensor>> Run(const std::vector<NamedTensor>& inputs, const RunFlags& flags = {});
 
   // Whether runs of this session and of `other` allocate from a common arena
-  // (the shared CPU arena, or being the same session).
+  // (the shared CPU arena, or being the same loaded model).
   bool SharesArenaWith(const Session& other) const;
 
   // How the session was created: time, and whether the optimized-model cache
@@ -129,10 +134,15 @@ class Session {
 
   // Internal: built by the Runtime.
   explicit Session(std::unique_ptr<detail::SessionState> state);
+  // Internal: the loaded model of `shared` under another name and path (Runtime::Load).
+  Session(const Session& shared, std::string name, std::string source_path);
   detail::SessionState& state() { return *state_; }
+  const detail::SessionState& state() const { return *state_; }
 
  private:
-  std::unique_ptr<detail::SessionState> state_;
+  std::shared_ptr<detail::SessionState> state_;  // the loaded model, shared by every name of its content
+  std::string name_;
+  std::string source_path_;
 };
 
 }  // namespace ebb

@@ -117,9 +117,11 @@ Result<std::vector<NamedTensor>> InferenceService::ExecuteImageOperation(const s
     return InvalidArgument("model '" + name + "' takes one input, '" + s.inputs()[0].name + "'");
   }
   const Tensor& batch = request.inputs[0].tensor;
-  if (batch.shape().size() != 4 || batch.shape()[0] < 1) {
-    return InvalidArgument("input '" + s.inputs()[0].name + "' must be [N,C,H,W] with N >= 1, got " +
-                           ShapeToString(batch.shape()));
+  // Every dimension >= 1: a zero one would make N empty frames, each a run, from an empty body.
+  const Shape& shape = batch.shape();
+  if (shape.size() != 4 || std::any_of(shape.begin(), shape.end(), [](int64_t d) { return d < 1; })) {
+    return InvalidArgument("input '" + s.inputs()[0].name + "' must be [N,C,H,W] with every dimension >= 1, got " +
+                           ShapeToString(shape));
   }
   for (const std::string& wanted : request.outputs) {
     if (wanted != out_name) return InvalidArgument("model '" + name + "' has one output, '" + out_name + "'");

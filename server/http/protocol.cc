@@ -9,6 +9,11 @@
 #include <utility>
 
 #include <nlohmann/json.hpp>
+#include <rapidjson/error/en.h>
+#include <rapidjson/reader.h>
+
+#include "ebb/model_config.h"
+#include "json_data.h"
 
 namespace ebb::server {
 namespace {
@@ -18,80 +23,40 @@ using nlohmann::json;
 static_assert(std::endian::native == std::endian::little,
               "binary tensor data is little-endian and is copied as is");
 
-// Deepest nesting of a "data" array; real tensors need no more than their rank.
-constexpr int kMaxDataDepth = 64;
 // Integral JSON floats are accepted for integer types only up to this magnitude, where every
 // integer is exact in a double.
 constexpr double kMaxExactIntegerInDouble = 9007199254740992.0;  // 2^53
 
-// ---- 16-bit floats -----------------------------------------------------------------------------
+// ---- Messages ----------------------------------------------------------------------------------
 
-struct SmallFloatFormat {
-  int exponent_bits;
-  int mantissa_bits;
-};
-constexpr SmallFloatFormat kHalf{5, 10};
-constexpr SmallFloatFormat kBrain{8, 7};
-
-uint16_t InfinityBits(SmallFloatFormat f) {
-  return static_cast<uint16_t>(((1 << f.exponent_bits) - 1) << f.mantissa_bits);
+std::string Quote(std::string_view s) {
+  return json(std::string(s)).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-// Rounds `value` to nearest-even in format `f`; overflow gives infinity.
-uint16_t ToSmallFloat(double value, SmallFloatFormat f) {
-  const int bias = (1 << (f.exponent_bits - 1)) - 1;
-  const int sign = std::signbit(value) ? 0x8000 : 0;
-  if (std::isnan(value)) return static_cast<uint16_t>(sign | InfinityBits(f) | (1 << (f.mantissa_bits - 1)));
-  const double magnitude = std::fabs(value);
-  if (std::isinf(magnitude)) return static_cast<uint16_t>(sign | InfinityBits(f));
-  if (magnitude == 0) return static_cast<uint16_t>(sign);
-  int exponent = 0;
-  std::frexp(magnitude, &exponent);
-  int e = exponent - 1;  // magnitude is in [2^e, 2^(e+1))
-  if (e < 1 - bias) {
-    // Subnormal: a fixed step of 2^(1-bias-mantissa_bits). Rounding up to 2^mantissa_bits
-    // yields exactly the smallest normal's bit pattern.
-    const double steps = std::nearbyint(std::ldexp(magnitude, f.mantissa_bits - (1 - bias)));
-    return static_cast<uint16_t>(sign | static_cast<int>(steps));
-  }
-  double mantissa = std::nearbyint(std::ldexp(magnitude, f.mantissa_bits - e));  // [2^mb, 2^(mb+1)]
-  if (mantissa == std::ldexp(1.0, f.mantissa_bits + 1)) {
-    mantissa /= 2;
-    ++e;
-  }
-  if (e > bias) return static_cast<uint16_t>(sign | InfinityBits(f));
-  const int fraction = static_cast<int>(mantissa) - (1 << f.mantissa_bits);
-  return static_cast<uint16_t>(sign | ((e + bias) << f.mantissa_bits) | fraction);
+// ---- JSON values of the request's small fields -------------------------------------------------
+// Everything but tensor data ("id", "parameters", "outputs", and an input's "name", "datatype",
+// "shape", "parameters") is small: the reader below keeps each as the text span it covers, and
+// these helpers read a span into a tree of at most kMaxFieldBytes of text.
+
+// A JSON value for an error message, cut short when long. Arrays and objects are named, never
+// serialised.
+std::string Excerpt(const json& v) {
+  if (v.is_array()) return "an array";
+  if (v.is_object()) return "an object";
+  std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  constexpr size_t kMax = 40;
+  if (text.size() > kMax) text = text.substr(0, kMax) + "...";
+  return text;
 }
 
-// Exact value of the 16-bit float `bits` in format `f`.
-double FromSmallFloat(uint16_t bits, SmallFloatFormat f) {
-  const int bias = (1 << (f.exponent_bits - 1)) - 1;
-  const int exponent_field = (bits >> f.mantissa_bits) & ((1 << f.exponent_bits) - 1);
-  const int fraction = bits & ((1 << f.mantissa_bits) - 1);
-  double magnitude;
-  if (exponent_field == (1 << f.exponent_bits) - 1) {
-    magnitude = fraction ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
-  } else if (exponent_field == 0) {
-    magnitude = std::ldexp(fraction, 1 - bias - f.mantissa_bits);
-  } else {
-    magnitude = std::ldexp(fraction + (1 << f.mantissa_bits), exponent_field - bias - f.mantissa_bits);
-  }
-  return (bits & 0x8000) ? -magnitude : magnitude;
-}
-
-// ---- JSON scalar -> element ------------------------------------------------------------------
 // nlohmann's get_ptr<number_integer_t*> also answers for unsigned numbers (reading the wrong union
 // member), so these accessors test the exact value type.
-
 const int64_t* AsSigned(const json& v) {
   return v.type() == json::value_t::number_integer ? v.get_ptr<const json::number_integer_t*>() : nullptr;
 }
 const uint64_t* AsUnsigned(const json& v) { return v.get_ptr<const json::number_unsigned_t*>(); }
-const double* AsFloat(const json& v) { return v.get_ptr<const json::number_float_t*>(); }
 
-// Each decoder returns false when the value has the wrong JSON type or is out of range.
-
+// An integer JSON number within T's range, or an integral float with |value| <= 2^53.
 template <typename T>
 bool DecodeInteger(const json& v, T* out) {
   if (const uint64_t* u = AsUnsigned(v)) {
@@ -104,7 +69,7 @@ bool DecodeInteger(const json& v, T* out) {
     *out = static_cast<T>(*i);
     return true;
   }
-  const double* d = AsFloat(v);
+  const double* d = v.get_ptr<const json::number_float_t*>();
   if (d == nullptr || !(std::fabs(*d) <= kMaxExactIntegerInDouble) || *d != std::trunc(*d)) return false;
   const auto whole = static_cast<int64_t>(*d);
   if (!std::in_range<T>(whole)) return false;
@@ -112,171 +77,41 @@ bool DecodeInteger(const json& v, T* out) {
   return true;
 }
 
-bool DecodeBool(const json& v, uint8_t* out) {
-  const auto* b = v.get_ptr<const json::boolean_t*>();
-  if (b == nullptr) return false;
-  *out = *b ? 1 : 0;
-  return true;
+// The text of a member's value: the span runs from just after its key (so ':' and spaces lead).
+std::string_view ValueText(std::string_view span) {
+  const size_t first = span.find_first_not_of(" \t\r\n:");
+  return first == std::string_view::npos ? std::string_view() : span.substr(first);
 }
 
-// Any JSON number, or null for NaN.
-bool DecodeFloat64(const json& v, double* out) {
-  if (v.is_null()) {
-    *out = std::numeric_limits<double>::quiet_NaN();
-    return true;
+// The tree of the value in `span`; nullopt (no error) when the member was absent.
+Result<std::optional<json>> ReadField(const std::optional<std::string_view>& span, const std::string& what) {
+  if (!span) return std::optional<json>();
+  const std::string_view text = ValueText(*span);
+  if (text.size() > kMaxFieldBytes) {
+    return InvalidArgument(what + " is longer than the limit of " + std::to_string(kMaxFieldBytes) + " bytes");
   }
-  if (const double* d = AsFloat(v)) {
-    *out = *d;
-    return std::isfinite(*d);
-  }
-  if (const int64_t* i = AsSigned(v)) {
-    *out = static_cast<double>(*i);
-    return true;
-  }
-  if (const uint64_t* u = AsUnsigned(v)) {
-    *out = static_cast<double>(*u);
-    return true;
-  }
-  return false;
+  // The reader has checked the syntax and the depth already; what nlohmann refuses more is a
+  // number beyond the double range.
+  json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded()) return InvalidArgument(what + " holds a number beyond the range of a double");
+  return std::optional<json>(std::move(value));
 }
 
-bool DecodeFloat32(const json& v, float* out) {
-  double d = 0;
-  // Magnitudes from the midpoint between FLT_MAX and 2^128 upwards round to infinity.
-  if (!DecodeFloat64(v, &d) || std::fabs(d) >= 0x1.ffffffp127) return false;
-  *out = static_cast<float>(d);
-  return true;
-}
-
-bool DecodeSmallFloat(const json& v, SmallFloatFormat f, uint16_t* out) {
-  double d = 0;
-  if (!DecodeFloat64(v, &d)) return false;
-  *out = ToSmallFloat(d, f);
-  return std::isnan(d) || (*out & 0x7fff) != InfinityBits(f);
-}
-
-bool DecodeHalf(const json& v, uint16_t* out) { return DecodeSmallFloat(v, kHalf, out); }
-bool DecodeBrain(const json& v, uint16_t* out) { return DecodeSmallFloat(v, kBrain, out); }
-
-// ---- Messages ----------------------------------------------------------------------------------
-
-std::string Quote(std::string_view s) {
-  return json(std::string(s)).dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-// A JSON value for an error message, cut short when long.
-std::string Excerpt(const json& v) {
-  std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
-  constexpr size_t kMax = 40;
-  if (text.size() > kMax) text = text.substr(0, kMax) + "...";
-  return text;
-}
-
-template <typename T>
-std::string IntegerRange() {
-  return "an integer in [" + std::to_string(std::numeric_limits<T>::min()) + ", " +
-         std::to_string(std::numeric_limits<T>::max()) + "]";
-}
-
-// What a JSON element of `type` must be.
-std::string Requirement(DataType type) {
-  switch (type) {
-    case DataType::kBool: return "true or false";
-    case DataType::kUInt8: return IntegerRange<uint8_t>();
-    case DataType::kUInt16: return IntegerRange<uint16_t>();
-    case DataType::kUInt32: return IntegerRange<uint32_t>();
-    case DataType::kUInt64: return IntegerRange<uint64_t>();
-    case DataType::kInt8: return IntegerRange<int8_t>();
-    case DataType::kInt16: return IntegerRange<int16_t>();
-    case DataType::kInt32: return IntegerRange<int32_t>();
-    case DataType::kInt64: return IntegerRange<int64_t>();
-    case DataType::kFloat16: return "a number within FP16 range (|x| <= 65504) or null";
-    case DataType::kBFloat16: return "a number within BF16 range or null";
-    case DataType::kFloat32: return "a number within FP32 range or null";
-    case DataType::kFloat64: return "a number or null";
-  }
-  return "a valid value";
-}
-
-// Where a JSON tensor is being decoded, for error messages.
-struct DecodeSite {
-  const std::string& label;  // "input 'x'"
-  DataType type;
-};
-
-Status ElementError(const DecodeSite& site, int64_t index, const json& value) {
-  return InvalidArgument(site.label + ": element " + std::to_string(index) + " is " + Excerpt(value) + ", but " +
-                         DataTypeName(site.type) + " needs " + Requirement(site.type));
-}
-
-// ---- JSON "data" -> tensor ---------------------------------------------------------------------
-
-// Counts the scalars under the array `node`; false when nested deeper than kMaxDataDepth.
-bool CountLeaves(const json& node, int depth, int64_t* count) {
-  if (depth > kMaxDataDepth) return false;
-  for (const json& child : node) {
-    if (!child.is_array()) {
-      ++*count;
-    } else if (!CountLeaves(child, depth + 1, count)) {
-      return false;
-    }
-  }
-  return true;
-}
-
-// Decodes the scalars under `node` into out[*next...] in row-major order.
-// REQUIRES: CountLeaves() succeeded and matched the size of `out`.
-template <typename T, typename Decode>
-Status FillLeaves(const json& node, Decode decode, T* out, int64_t* next, const DecodeSite& site) {
-  for (const json& child : node) {
-    if (child.is_array()) {
-      EBB_RETURN_IF_ERROR(FillLeaves(child, decode, out, next, site));
-    } else if (decode(child, &out[*next])) {
-      ++*next;
-    } else {
-      return ElementError(site, *next, child);
-    }
-  }
-  return Status::Ok();
-}
-
-template <typename T, typename Decode>
-Status Fill(const json& data, Decode decode, Tensor* tensor, const DecodeSite& site) {
-  int64_t next = 0;
-  return FillLeaves(data, decode, reinterpret_cast<T*>(tensor->data()), &next, site);
-}
-
-Status DecodeJsonData(const json& data, const DecodeSite& site, Tensor* t) {
-  switch (t->type()) {
-    case DataType::kBool: return Fill<uint8_t>(data, DecodeBool, t, site);
-    case DataType::kUInt8: return Fill<uint8_t>(data, DecodeInteger<uint8_t>, t, site);
-    case DataType::kUInt16: return Fill<uint16_t>(data, DecodeInteger<uint16_t>, t, site);
-    case DataType::kUInt32: return Fill<uint32_t>(data, DecodeInteger<uint32_t>, t, site);
-    case DataType::kUInt64: return Fill<uint64_t>(data, DecodeInteger<uint64_t>, t, site);
-    case DataType::kInt8: return Fill<int8_t>(data, DecodeInteger<int8_t>, t, site);
-    case DataType::kInt16: return Fill<int16_t>(data, DecodeInteger<int16_t>, t, site);
-    case DataType::kInt32: return Fill<int32_t>(data, DecodeInteger<int32_t>, t, site);
-    case DataType::kInt64: return Fill<int64_t>(data, DecodeInteger<int64_t>, t, site);
-    case DataType::kFloat16: return Fill<uint16_t>(data, DecodeHalf, t, site);
-    case DataType::kBFloat16: return Fill<uint16_t>(data, DecodeBrain, t, site);
-    case DataType::kFloat32: return Fill<float>(data, DecodeFloat32, t, site);
-    case DataType::kFloat64: return Fill<double>(data, DecodeFloat64, t, site);
-  }
-  return Internal("unhandled data type");
-}
-
-// ---- Request fields ----------------------------------------------------------------------------
-
-// The string member `key` of `object`; `where` prefixes the error.
-Result<std::string> RequiredString(const json& object, const char* key, const std::string& where) {
-  const auto it = object.find(key);
-  if (it == object.end()) return InvalidArgument(where + ": missing '" + key + "'");
-  const auto* s = it->get_ptr<const json::string_t*>();
-  if (s == nullptr) return InvalidArgument(where + ": '" + key + "' must be a string, got " + Excerpt(*it));
+// The string `key` of an object; `where` prefixes the error.
+Result<std::string> RequiredString(const std::optional<json>& value, const char* key, const std::string& where) {
+  if (!value) return InvalidArgument(where + ": missing '" + key + "'");
+  const auto* s = value->get_ptr<const json::string_t*>();
+  if (s == nullptr) return InvalidArgument(where + ": '" + key + "' must be a string, got " + Excerpt(*value));
   return *s;
 }
 
-// The "parameters" member of `object`: nullptr when absent, an error when not an object.
+// The string member `key` of `object` (a tree); `where` prefixes the error.
+Result<std::string> RequiredString(const json& object, const char* key, const std::string& where) {
+  const auto it = object.find(key);
+  return RequiredString(it == object.end() ? std::nullopt : std::optional<json>(*it), key, where);
+}
+
+// The "parameters" member of `object` (a tree): nullptr when absent, an error when not an object.
 Result<const json*> Parameters(const json& object, const std::string& where) {
   const auto it = object.find("parameters");
   if (it == object.end()) return static_cast<const json*>(nullptr);
@@ -284,8 +119,15 @@ Result<const json*> Parameters(const json& object, const std::string& where) {
   return &*it;
 }
 
-Result<DataType> ParseDatatype(const json& input, const std::string& label) {
-  Result<std::string> name = RequiredString(input, "datatype", label);
+// The value of a "parameters" member: nullptr when absent, an error when not an object.
+Result<const json*> Parameters(const std::optional<json>& value, const std::string& where) {
+  if (!value) return static_cast<const json*>(nullptr);
+  if (!value->is_object()) return InvalidArgument(where + ": 'parameters' must be an object");
+  return &*value;
+}
+
+Result<DataType> ParseDatatype(const std::optional<json>& value, const std::string& label) {
+  Result<std::string> name = RequiredString(value, "datatype", label);
   if (!name.ok()) return name.status();
   if (*name == "BYTES") return InvalidArgument(label + ": BYTES tensors are not supported");
   const std::optional<DataType> type = ParseDataType(*name);
@@ -293,22 +135,21 @@ Result<DataType> ParseDatatype(const json& input, const std::string& label) {
   return *type;
 }
 
-Result<Shape> ParseShape(const json& input, const std::string& label) {
-  const auto it = input.find("shape");
-  if (it == input.end()) return InvalidArgument(label + ": missing 'shape'");
-  if (!it->is_array()) return InvalidArgument(label + ": 'shape' must be an array of integers");
+Result<Shape> ParseShape(const std::optional<json>& value, const std::string& label) {
+  if (!value) return InvalidArgument(label + ": missing 'shape'");
+  if (!value->is_array()) return InvalidArgument(label + ": 'shape' must be an array of integers");
   Shape shape;
-  shape.reserve(it->size());
-  for (const json& dim : *it) {
+  shape.reserve(value->size());
+  for (const json& dim : *value) {
     if (const int64_t* i = AsSigned(dim); i != nullptr && *i < 0) {
       return InvalidArgument(label + ": negative dimension " + std::to_string(*i) + " in 'shape'");
     }
     if (!dim.is_number_integer()) {
       return InvalidArgument(label + ": 'shape' must be an array of non-negative integers, got " + Excerpt(dim));
     }
-    int64_t value = 0;
-    if (!DecodeInteger(dim, &value)) return InvalidArgument(label + ": dimension " + Excerpt(dim) + " is too large");
-    shape.push_back(value);
+    int64_t d = 0;
+    if (!DecodeInteger(dim, &d)) return InvalidArgument(label + ": dimension " + Excerpt(dim) + " is too large");
+    shape.push_back(d);
   }
   return shape;
 }
@@ -338,8 +179,8 @@ Result<int64_t> CheckedElementCount(const Shape& shape, DataType type, const std
 }
 
 // parameters.binary_data_size of an input; nullopt when not given.
-Result<std::optional<int64_t>> ParseBinaryDataSize(const json& input, const std::string& label) {
-  Result<const json*> params = Parameters(input, label);
+Result<std::optional<int64_t>> ParseBinaryDataSize(const std::optional<json>& value, const std::string& label) {
+  Result<const json*> params = Parameters(value, label);
   if (!params.ok()) return params.status();
   if (*params == nullptr) return std::optional<int64_t>();
   const auto it = (*params)->find("binary_data_size");
@@ -352,62 +193,7 @@ Result<std::optional<int64_t>> ParseBinaryDataSize(const json& input, const std:
   return std::optional<int64_t>(size);
 }
 
-// Everything about one input except its data.
-struct InputSpec {
-  std::string name;
-  std::string label;  // "input 'name'", for messages
-  DataType type = DataType::kFloat32;
-  Shape shape;
-  int64_t count = 0;
-  std::optional<int64_t> binary_size;
-  const json* data = nullptr;  // the "data" member, when present
-};
-
-Status ParseInputSpec(const json& input, size_t index, const ParseOptions& options, InputSpec* spec) {
-  const std::string where = "inputs[" + std::to_string(index) + "]";
-  if (!input.is_object()) return InvalidArgument(where + " must be an object");
-  Result<std::string> name = RequiredString(input, "name", where);
-  if (!name.ok()) return name.status();
-  spec->name = std::move(*name);
-  spec->label = "input " + Quote(spec->name);
-  Result<DataType> type = ParseDatatype(input, spec->label);
-  if (!type.ok()) return type.status();
-  spec->type = *type;
-  Result<Shape> shape = ParseShape(input, spec->label);
-  if (!shape.ok()) return shape.status();
-  spec->shape = std::move(*shape);
-  Result<int64_t> count = CheckedElementCount(spec->shape, spec->type, spec->label, options);
-  if (!count.ok()) return count.status();
-  spec->count = *count;
-  Result<std::optional<int64_t>> binary_size = ParseBinaryDataSize(input, spec->label);
-  if (!binary_size.ok()) return binary_size.status();
-  spec->binary_size = *binary_size;
-  const auto data = input.find("data");
-  spec->data = data == input.end() ? nullptr : &*data;
-  if (spec->data != nullptr && spec->binary_size) {
-    return InvalidArgument(spec->label + ": has both 'data' and parameters.binary_data_size");
-  }
-  if (spec->data == nullptr && !spec->binary_size) {
-    return InvalidArgument(spec->label + ": has neither 'data' nor parameters.binary_data_size");
-  }
-  return Status::Ok();
-}
-
-Result<Tensor> DecodeJsonTensor(const InputSpec& spec) {
-  if (!spec.data->is_array()) return InvalidArgument(spec.label + ": 'data' must be an array");
-  int64_t leaves = 0;
-  if (!CountLeaves(*spec.data, 1, &leaves)) {
-    return InvalidArgument(spec.label + ": 'data' is nested more than " + std::to_string(kMaxDataDepth) +
-                           " levels deep");
-  }
-  if (leaves != spec.count) {
-    return InvalidArgument(spec.label + ": 'data' has " + std::to_string(leaves) + " elements but shape " +
-                           ShapeToString(spec.shape) + " needs " + std::to_string(spec.count));
-  }
-  Tensor tensor(spec.type, spec.shape);
-  EBB_RETURN_IF_ERROR(DecodeJsonData(*spec.data, DecodeSite{spec.label, spec.type}, &tensor));
-  return tensor;
-}
+// ---- Inputs ------------------------------------------------------------------------------------
 
 // The part of the body after the JSON header, consumed input by input.
 struct BinarySection {
@@ -415,49 +201,355 @@ struct BinarySection {
   bool header_length_given = false;
 };
 
-Result<Tensor> TakeBinaryTensor(const InputSpec& spec, BinarySection* binary) {
-  const int64_t expected = spec.count * static_cast<int64_t>(ElementSize(spec.type));
-  if (*spec.binary_size != expected) {
-    return InvalidArgument(spec.label + ": parameters.binary_data_size is " + std::to_string(*spec.binary_size) +
-                           " but shape " + ShapeToString(spec.shape) + " of " + DataTypeName(spec.type) + " needs " +
-                           std::to_string(expected) + " bytes");
+Result<Tensor> TakeBinaryTensor(const std::string& label, DataType type, const Shape& shape, int64_t count,
+                                int64_t binary_size, BinarySection* binary) {
+  const int64_t expected = count * static_cast<int64_t>(ElementSize(type));
+  if (binary_size != expected) {
+    return InvalidArgument(label + ": parameters.binary_data_size is " + std::to_string(binary_size) + " but shape " +
+                           ShapeToString(shape) + " of " + DataTypeName(type) + " needs " + std::to_string(expected) +
+                           " bytes");
   }
   const auto size = static_cast<size_t>(expected);
   if (size > binary->rest.size()) {
-    return InvalidArgument(spec.label + ": binary data needs " + std::to_string(size) + " bytes but only " +
+    return InvalidArgument(label + ": binary data needs " + std::to_string(size) + " bytes but only " +
                            std::to_string(binary->rest.size()) + " remain in the body" +
                            (binary->header_length_given ? "" : " (no Inference-Header-Content-Length was given)"));
   }
-  Tensor tensor(spec.type, spec.shape);
+  Tensor tensor(type, shape);
   if (size > 0) std::memcpy(tensor.data(), binary->rest.data(), size);
   binary->rest.remove_prefix(size);
-  if (spec.type == DataType::kBool) {
+  if (type == DataType::kBool) {
     const std::span<const uint8_t> bytes = tensor.values<uint8_t>();
     for (size_t i = 0; i < bytes.size(); ++i) {
       if (bytes[i] > 1) {
-        return InvalidArgument(spec.label + ": BOOL element " + std::to_string(i) + " is byte " +
-                               std::to_string(bytes[i]) + "; binary BOOL data must be 0 or 1");
+        return InvalidArgument(label + ": BOOL element " + std::to_string(i) + " is byte " + std::to_string(bytes[i]) +
+                               "; binary BOOL data must be 0 or 1");
       }
     }
   }
   return tensor;
 }
 
-Status ParseInputs(const json& root, const ParseOptions& options, BinarySection* binary, InferRequest* request) {
-  const auto it = root.find("inputs");
-  if (it == root.end()) return InvalidArgument("request has no 'inputs'");
-  if (!it->is_array()) return InvalidArgument("'inputs' must be an array");
-  std::set<std::string> seen;
-  for (size_t i = 0; i < it->size(); ++i) {
-    InputSpec spec;
-    EBB_RETURN_IF_ERROR(ParseInputSpec((*it)[i], i, options, &spec));
-    if (!seen.insert(spec.name).second) return InvalidArgument("duplicate input name " + Quote(spec.name));
-    Result<Tensor> tensor = spec.data != nullptr ? DecodeJsonTensor(spec) : TakeBinaryTensor(spec, binary);
-    if (!tensor.ok()) return tensor.status();
-    request->inputs.push_back(NamedTensor{std::move(spec.name), std::move(*tensor)});
+// One $request_input while it is read: the spans of its members, then what they say.
+class InputReader {
+ public:
+  enum Member { kName, kDatatype, kShape, kParameters, kData, kMembers, kOther = kMembers };
+  static Member Classify(std::string_view key) {
+    static constexpr std::string_view kKeys[kMembers] = {"name", "datatype", "shape", "parameters", "data"};
+    for (int m = 0; m < kMembers; ++m) {
+      if (key == kKeys[m]) return static_cast<Member>(m);
+    }
+    return kOther;
   }
+
+  explicit InputReader(size_t index) : where_("inputs[" + std::to_string(index) + "]") {}
+
+  // Whether `member` was seen before (a duplicate key).
+  bool Seen(Member member) const { return member != kOther && spans_[member].has_value(); }
+  void SetSpan(Member member, std::string_view span) { spans_[member] = span; }
+  const std::string& where() const { return where_; }
+  // The label of this input for messages: "input \"x\"" once the name is known.
+  const std::string& label() const { return resolved_ ? label_ : where_; }
+
+  // Whether "data" can be decoded as it is read: name, datatype and shape came before it.
+  bool CanDecodeData() const { return Seen(kName) && Seen(kDatatype) && Seen(kShape); }
+
+  // Reads name, datatype and shape (once), and checks the element count.
+  Status Resolve(const ParseOptions& options) {
+    if (resolved_) return Status::Ok();
+    Result<std::optional<json>> name_value = ReadField(spans_[kName], where_ + ": 'name'");
+    if (!name_value.ok()) return name_value.status();
+    Result<std::string> name = RequiredString(*name_value, "name", where_);
+    if (!name.ok()) return name.status();
+    name_ = std::move(*name);
+    label_ = "input " + Quote(name_);
+    Result<std::optional<json>> type_value = ReadField(spans_[kDatatype], label_ + ": 'datatype'");
+    if (!type_value.ok()) return type_value.status();
+    Result<DataType> type = ParseDatatype(*type_value, label_);
+    if (!type.ok()) return type.status();
+    type_ = *type;
+    Result<std::optional<json>> shape_value = ReadField(spans_[kShape], label_ + ": 'shape'");
+    if (!shape_value.ok()) return shape_value.status();
+    Result<Shape> shape = ParseShape(*shape_value, label_);
+    if (!shape.ok()) return shape.status();
+    shape_ = std::move(*shape);
+    Result<int64_t> count = CheckedElementCount(shape_, type_, label_, options);
+    if (!count.ok()) return count.status();
+    count_ = *count;
+    resolved_ = true;
+    return Status::Ok();
+  }
+
+  // Decodes "data" from `array` (its text from the '['); *end is the offset of its ']'.
+  // REQUIRES: Resolve() succeeded.
+  Status DecodeData(std::string_view array, size_t body_offset, size_t* end) {
+    Result<Tensor> tensor = DecodeJsonData(array, DataSpec{label_, type_, shape_, count_, body_offset}, end);
+    if (!tensor.ok()) return tensor.status();
+    tensor_ = std::move(*tensor);
+    decoded_ = true;
+    return Status::Ok();
+  }
+
+  // At the end of the input object: the checks that need every member, a "data" that came before
+  // its datatype or shape, or the binary data. `header` is the JSON text the spans point into.
+  Result<NamedTensor> Finish(std::string_view header, const ParseOptions& options, BinarySection* binary) {
+    EBB_RETURN_IF_ERROR(Resolve(options));
+    Result<std::optional<json>> params = ReadField(spans_[kParameters], label_ + ": 'parameters'");
+    if (!params.ok()) return params.status();
+    Result<std::optional<int64_t>> binary_size = ParseBinaryDataSize(*params, label_);
+    if (!binary_size.ok()) return binary_size.status();
+    const bool has_data = Seen(kData);
+    if (has_data && *binary_size) {
+      return InvalidArgument(label_ + ": has both 'data' and parameters.binary_data_size");
+    }
+    if (!has_data && !*binary_size) {
+      return InvalidArgument(label_ + ": has neither 'data' nor parameters.binary_data_size");
+    }
+    if (*binary_size) {
+      Result<Tensor> tensor = TakeBinaryTensor(label_, type_, shape_, count_, **binary_size, binary);
+      if (!tensor.ok()) return tensor.status();
+      tensor_ = std::move(*tensor);
+    } else if (!decoded_) {
+      const std::string_view array = ValueText(*spans_[kData]);
+      if (array.empty() || array.front() != '[') return InvalidArgument(label_ + ": 'data' must be an array");
+      size_t end = 0;
+      EBB_RETURN_IF_ERROR(DecodeData(array, static_cast<size_t>(array.data() - header.data()), &end));
+    }
+    return NamedTensor{std::move(name_), std::move(tensor_)};
+  }
+
+ private:
+  std::string where_;  // "inputs[3]"
+  std::optional<std::string_view> spans_[kMembers];
+  bool resolved_ = false;
+  std::string name_;
+  std::string label_;  // "input \"x\""
+  DataType type_ = DataType::kFloat32;
+  Shape shape_;
+  int64_t count_ = 0;
+  bool decoded_ = false;
+  Tensor tensor_;
+};
+
+// ---- The request reader ------------------------------------------------------------------------
+
+// A RapidJSON in-situ stream over a copy of the JSON header (which need not end in NUL): RapidJSON
+// decodes strings into the copy where they stand, behind the read position. In situ, RapidJSON 1.1
+// needs no stack of its own, whose first use does arithmetic on a null pointer (UBSan; fixed after
+// 1.1). Offsets (Tell) are the same in the copy and in the header, so the reader slices the
+// untouched header. The request reader moves the stream past a "data" array it read itself.
+class HeaderStream {
+ public:
+  using Ch = char;
+  explicit HeaderStream(std::string* copy) : begin_(copy->data()), p_(begin_), end_(begin_ + copy->size()) {}
+  Ch Peek() const { return p_ < end_ ? *p_ : '\0'; }
+  Ch Take() { return p_ < end_ ? *p_++ : '\0'; }
+  size_t Tell() const { return static_cast<size_t>(p_ - begin_); }
+  void Seek(size_t offset) { p_ = begin_ + offset; }
+  // Writing in situ, behind the read position, except at the end of the text where Take() stops
+  // moving but a string's UTF-8 check still copies up to three bytes (the parse fails there; those
+  // writes are dropped).
+  Ch* PutBegin() { return dst_ = p_; }
+  void Put(Ch c) {
+    if (dst_ < end_) *dst_ = c;
+    ++dst_;
+  }
+  void Flush() {}
+  size_t PutEnd(Ch* begin) { return static_cast<size_t>(dst_ - begin); }
+
+ private:
+  char* begin_;
+  char* p_;
+  char* end_;
+  char* dst_ = nullptr;
+};
+
+// The members of the request object ebb reads, as spans of the header.
+struct RequestFields {
+  std::optional<std::string_view> id, parameters, outputs;
+  bool has_inputs = false;
+};
+
+// RapidJSON SAX handler for a whole inference request. It tracks where it is (the request object
+// at depth 1, the "inputs" array at depth 2, one input object at depth 3), keeps the spans of the
+// small members, refuses nesting deeper than kMaxJsonDepth, and reads each input's "data" array
+// itself (DecodeJsonData), moving the stream to the array's ']' so that RapidJSON sees "[]".
+// Numbers reach it as text (kParseNumbersAsStringsFlag); only spans are kept of them.
+class RequestReader : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, RequestReader> {
+ public:
+  RequestReader(std::string_view header, HeaderStream* stream, const ParseOptions& options, BinarySection* binary,
+                InferRequest* request)
+      : header_(header), stream_(*stream), options_(options), binary_(*binary), request_(*request) {}
+
+  const RequestFields& fields() const { return fields_; }
+  const Status& status() const { return status_; }
+
+  bool StartObject() { return Open(/*array=*/false); }
+  bool StartArray() {
+    const bool data = depth_ == 3 && input_ && input_member_ == InputReader::kData;
+    return Open(/*array=*/true) && (!data || ReadData());
+  }
+  bool EndObject(rapidjson::SizeType) { return Close(); }
+  bool EndArray(rapidjson::SizeType) { return Close(); }
+  bool Key(const char* key, rapidjson::SizeType length, bool) {
+    const std::string_view name(key, length);
+    if (depth_ == 1) {
+      member_start_ = stream_.Tell();
+      return RootKey(name);
+    }
+    if (depth_ == 3 && input_) {
+      input_member_ = InputReader::Classify(name);
+      if (input_->Seen(input_member_)) return Fail(input_->label() + ": '" + std::string(name) + "' is given twice");
+      input_start_ = stream_.Tell();
+    }
+    return true;
+  }
+  bool Null() { return Scalar(); }
+  bool Bool(bool) { return Scalar(); }
+  bool String(const char*, rapidjson::SizeType, bool) { return Scalar(); }
+  bool RawNumber(const char*, rapidjson::SizeType, bool) { return Scalar(); }
+
+ private:
+  enum class RootMember { kNone, kId, kParameters, kInputs, kOutputs, kOther };
+
+  bool Fail(const std::string& message) { return Fail(InvalidArgument(message)); }
+  bool Fail(Status status) {
+    status_ = std::move(status);
+    return false;
+  }
+
+  // A value begins at the current depth: check what the request allows there.
+  bool BeginValue(bool container, bool array) {
+    if (depth_ == 0 && !(container && !array)) return Fail("the request must be a JSON object");
+    if (depth_ == 1 && root_member_ == RootMember::kInputs && !array) return Fail("'inputs' must be an array");
+    if (depth_ == 2 && root_member_ == RootMember::kInputs) {
+      if (!container || array) return Fail("inputs[" + std::to_string(input_count_) + "] must be an object");
+      input_.emplace(input_count_++);
+      input_member_ = InputReader::kOther;
+    }
+    return true;
+  }
+
+  // A value ended, and depth_ is back to that of its member.
+  bool EndValue() {
+    if (depth_ == 1) {
+      const std::string_view span = header_.substr(member_start_, stream_.Tell() - member_start_);
+      switch (root_member_) {
+        case RootMember::kId: fields_.id = span; break;
+        case RootMember::kParameters: fields_.parameters = span; break;
+        case RootMember::kOutputs: fields_.outputs = span; break;
+        default: break;
+      }
+      root_member_ = RootMember::kNone;
+    } else if (depth_ == 3 && input_ && input_member_ != InputReader::kOther) {
+      input_->SetSpan(input_member_, header_.substr(input_start_, stream_.Tell() - input_start_));
+      input_member_ = InputReader::kOther;
+    } else if (depth_ == 2 && input_) {
+      return FinishInput();
+    }
+    return true;
+  }
+
+  bool Open(bool array) {
+    if (!BeginValue(/*container=*/true, array)) return false;
+    if (++depth_ > kMaxJsonDepth) {
+      return Fail("the request is nested more than " + std::to_string(kMaxJsonDepth) + " levels deep outside 'data'");
+    }
+    return true;
+  }
+  bool Close() {
+    --depth_;
+    return EndValue();
+  }
+  bool Scalar() { return BeginValue(/*container=*/false, /*array=*/false) && EndValue(); }
+
+  bool RootKey(std::string_view key) {
+    root_member_ = key == "id"           ? RootMember::kId
+                   : key == "parameters" ? RootMember::kParameters
+                   : key == "inputs"     ? RootMember::kInputs
+                   : key == "outputs"    ? RootMember::kOutputs
+                                         : RootMember::kOther;
+    const bool twice = (root_member_ == RootMember::kId && fields_.id) ||
+                       (root_member_ == RootMember::kParameters && fields_.parameters) ||
+                       (root_member_ == RootMember::kOutputs && fields_.outputs) ||
+                       (root_member_ == RootMember::kInputs && fields_.has_inputs);
+    if (twice) return Fail("'" + std::string(key) + "' is given twice");
+    fields_.has_inputs |= root_member_ == RootMember::kInputs;
+    return true;
+  }
+
+  // The stream is just past the '[' of an input's "data": read the array here (or only find its
+  // end when its datatype or shape is not known yet), then leave the stream at its ']'.
+  bool ReadData() {
+    const size_t open = stream_.Tell() - 1;
+    const std::string_view array = header_.substr(open);
+    size_t close = 0;
+    Status st;
+    if (input_->CanDecodeData()) {
+      st = input_->Resolve(options_);
+      if (st.ok()) st = input_->DecodeData(array, open, &close);
+    } else {
+      st = SkipJsonData(array, input_->where(), open, &close);
+    }
+    if (!st.ok()) return Fail(std::move(st));
+    stream_.Seek(open + close);
+    return true;
+  }
+
+  bool FinishInput() {
+    Result<NamedTensor> tensor = input_->Finish(header_, options_, &binary_);
+    input_.reset();
+    if (!tensor.ok()) return Fail(tensor.status());
+    if (!names_.insert(tensor->name).second) return Fail("duplicate input name " + Quote(tensor->name));
+    request_.inputs.push_back(std::move(tensor).value());
+    return true;
+  }
+
+  std::string_view header_;
+  HeaderStream& stream_;
+  const ParseOptions& options_;
+  BinarySection& binary_;
+  InferRequest& request_;
+  Status status_;
+
+  int depth_ = 0;  // containers open
+  size_t member_start_ = 0;  // offset just after the latest key of the request object
+  RootMember root_member_ = RootMember::kNone;
+  RequestFields fields_;
+  size_t input_count_ = 0;
+  std::optional<InputReader> input_;  // the input object open at depth 3
+  InputReader::Member input_member_ = InputReader::kOther;
+  size_t input_start_ = 0;
+  std::set<std::string> names_;
+};
+
+// Reads the JSON header: inputs decoded into `request`, the other members' spans into `fields`.
+Status ReadRequest(std::string_view header, std::optional<size_t> header_length, const ParseOptions& options,
+                   BinarySection* binary, InferRequest* request, RequestFields* fields) {
+  std::string copy(header);
+  HeaderStream stream(&copy);
+  RequestReader handler(header, &stream, options, binary, request);
+  rapidjson::Reader reader;
+  constexpr unsigned kFlags =
+      rapidjson::kParseInsituFlag | rapidjson::kParseValidateEncodingFlag | rapidjson::kParseNumbersAsStringsFlag;
+  const rapidjson::ParseResult result = reader.Parse<kFlags>(stream, handler);
+  if (result.Code() == rapidjson::kParseErrorTermination && !handler.status().ok()) return handler.status();
+  const std::string what = header_length ? "the request's JSON header (the first " + std::to_string(*header_length) +
+                                               " bytes of the body)"
+                                         : std::string("the request body");
+  if (result.IsError()) {
+    return InvalidArgument(what + " is not valid JSON: " + rapidjson::GetParseError_En(result.Code()) + " (at byte " +
+                           std::to_string(result.Offset()) + ")");
+  }
+  if (stream.Tell() != header.size()) {  // RapidJSON stops at a NUL byte as at the end
+    return InvalidArgument(what + " is not valid JSON: a NUL byte at byte " + std::to_string(stream.Tell()));
+  }
+  if (!handler.fields().has_inputs) return InvalidArgument("request has no 'inputs'");
+  *fields = handler.fields();
   return Status::Ok();
 }
+
+// ---- Outputs and request fields ------------------------------------------------------------------
 
 Status ParseOneOutput(const json& output, size_t index, RestInferRequest* rest) {
   InferRequest* request = &rest->request;
@@ -483,23 +575,28 @@ Status ParseOneOutput(const json& output, size_t index, RestInferRequest* rest) 
   return Status::Ok();
 }
 
-Status ParseOutputs(const json& root, RestInferRequest* request) {
-  const auto it = root.find("outputs");
-  if (it == root.end()) return Status::Ok();
-  if (!it->is_array()) return InvalidArgument("'outputs' must be an array");
-  for (size_t i = 0; i < it->size(); ++i) EBB_RETURN_IF_ERROR(ParseOneOutput((*it)[i], i, request));
+Status ParseOutputs(const RequestFields& fields, RestInferRequest* request) {
+  Result<std::optional<json>> outputs = ReadField(fields.outputs, "'outputs'");
+  if (!outputs.ok()) return outputs.status();
+  if (!*outputs) return Status::Ok();
+  if (!(*outputs)->is_array()) return InvalidArgument("'outputs' must be an array");
+  for (size_t i = 0; i < (*outputs)->size(); ++i) EBB_RETURN_IF_ERROR(ParseOneOutput((**outputs)[i], i, request));
   return Status::Ok();
 }
 
 // "id" and the request-level parameters ebb understands.
-Status ParseRequestFields(const json& root, RestInferRequest* rest) {
+Status ParseRequestFields(const RequestFields& fields, RestInferRequest* rest) {
   InferRequest* request = &rest->request;
-  if (const auto id = root.find("id"); id != root.end()) {
-    const auto* s = id->get_ptr<const json::string_t*>();
-    if (s == nullptr) return InvalidArgument("'id' must be a string, got " + Excerpt(*id));
+  Result<std::optional<json>> id = ReadField(fields.id, "'id'");
+  if (!id.ok()) return id.status();
+  if (*id) {
+    const auto* s = (*id)->get_ptr<const json::string_t*>();
+    if (s == nullptr) return InvalidArgument("'id' must be a string, got " + Excerpt(**id));
     request->id = *s;
   }
-  Result<const json*> params = Parameters(root, "request");
+  Result<std::optional<json>> params_value = ReadField(fields.parameters, "'parameters'");
+  if (!params_value.ok()) return params_value.status();
+  Result<const json*> params = Parameters(*params_value, "request");
   if (!params.ok()) return params.status();
   if (*params == nullptr) return Status::Ok();
   if (const auto it = (*params)->find("binary_data_output"); it != (*params)->end()) {
@@ -509,7 +606,11 @@ Status ParseRequestFields(const json& root, RestInferRequest* rest) {
   }
   if (const auto it = (*params)->find("keep_alive"); it != (*params)->end()) {
     int64_t ms = 0;
-    if (!DecodeInteger(*it, &ms)) return InvalidArgument("parameters.keep_alive must be an integer (milliseconds)");
+    if (!DecodeInteger(*it, &ms) || ms > kMaxKeepAliveMs) {
+      return InvalidArgument("parameters.keep_alive must be an integer (milliseconds) of at most " +
+                             std::to_string(kMaxKeepAliveMs) + " (365 days; negative: never unload), got " +
+                             Excerpt(*it));
+    }
     request->keep_alive_ms = ms;
   }
   return Status::Ok();
@@ -578,10 +679,10 @@ void AppendJsonData(std::string* out, const Tensor& t) {
     case DataType::kInt64: return AppendValues<int64_t>(out, t, integer);
     case DataType::kFloat16:
       return AppendValues<uint16_t>(
-          out, t, [](std::string* o, uint16_t v) { AppendFloat32(o, static_cast<float>(FromSmallFloat(v, kHalf))); });
+          out, t, [](std::string* o, uint16_t v) { AppendFloat32(o, static_cast<float>(HalfToDouble(v))); });
     case DataType::kBFloat16:
       return AppendValues<uint16_t>(
-          out, t, [](std::string* o, uint16_t v) { AppendFloat32(o, static_cast<float>(FromSmallFloat(v, kBrain))); });
+          out, t, [](std::string* o, uint16_t v) { AppendFloat32(o, static_cast<float>(BrainToDouble(v))); });
     case DataType::kFloat32: return AppendValues<float>(out, t, AppendFloat32);
     case DataType::kFloat64: return AppendValues<double>(out, t, AppendFloating<double>);
   }
@@ -631,22 +732,16 @@ Result<RestInferRequest> ParseInferRequest(std::string_view body, std::optional<
                            " but the body has only " + std::to_string(body.size()) + " bytes");
   }
   const std::string_view header = body.substr(0, header_length.value_or(body.size()));
-  const json root = json::parse(header.begin(), header.end(), nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) {
-    return InvalidArgument(header_length ? "the request's JSON header (the first " + std::to_string(*header_length) +
-                                               " bytes of the body) is not valid JSON"
-                                         : std::string("the request body is not valid JSON"));
-  }
-  if (!root.is_object()) return InvalidArgument("the request must be a JSON object");
   RestInferRequest request;
-  EBB_RETURN_IF_ERROR(ParseRequestFields(root, &request));
   BinarySection binary{body.substr(header.size()), header_length.has_value()};
-  EBB_RETURN_IF_ERROR(ParseInputs(root, options, &binary, &request.request));
+  RequestFields fields;
+  EBB_RETURN_IF_ERROR(ReadRequest(header, header_length, options, &binary, &request.request, &fields));
+  EBB_RETURN_IF_ERROR(ParseRequestFields(fields, &request));
   if (!binary.rest.empty()) {
     return InvalidArgument("the body has " + std::to_string(binary.rest.size()) +
                            " trailing bytes after the JSON header and the binary tensor data of the inputs");
   }
-  EBB_RETURN_IF_ERROR(ParseOutputs(root, &request));
+  EBB_RETURN_IF_ERROR(ParseOutputs(fields, &request));
   return request;
 }
 

@@ -30,6 +30,18 @@
 // throws, and no input, however malformed, makes the parser allocate more than the body justifies
 // (shape products are overflow-checked before any tensor is allocated).
 //
+// Hostile input. The request is read in one pass by a SAX reader (RapidJSON) that builds no tree
+// of the body: each input's "data" array goes straight into its tensor's typed buffer
+// (json_data.h), and only the small members ("id", "parameters", "outputs", an input's "name",
+// "datatype", "shape", "parameters") are kept, each at most kMaxFieldBytes long. Memory is the
+// tensors (bounded by the body: a shape asking for more elements than the text holds is refused
+// before allocating), one copy of the JSON header (RapidJSON decodes strings in it, in situ) and a
+// few small buffers. Nesting is limited: kMaxJsonDepth levels outside
+// "data", kMaxDataDepth within it; nothing recurses deeper than that. Error messages quote at most
+// 40 characters of a value and never serialise one recursively. A "data" that comes before its
+// input's "datatype" or "shape" is found first and decoded when the input object ends.
+// parameters.keep_alive must be at most kMaxKeepAliveMs (ebb/model_config.h).
+//
 // Thread safety: all functions are pure; call them from any thread.
 // Ownership: ParseInferRequest copies tensor data out of `body` into the returned tensors, so the
 // body may be freed afterwards. The encoders copy what they need into the returned strings.
@@ -69,6 +81,11 @@ struct RestInferRequest {
   InferRequest request;
   BinaryOutputs binary;
 };
+
+// Deepest nesting of the request's JSON outside "data" arrays (which have kMaxDataDepth).
+inline constexpr int kMaxJsonDepth = 32;
+// Longest JSON text of one member other than "data" ("outputs", "parameters", "shape", "id", ...).
+inline constexpr size_t kMaxFieldBytes = 64 * 1024;
 
 struct ParseOptions {
   // Largest element count accepted for one input (a policy limit; shapes whose byte size

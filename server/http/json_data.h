@@ -1,0 +1,62 @@
+// server/http/json_data.h — the JSON "data" array of one KServe v2 input, read straight into a tensor.
+//
+// The hot path of a JSON inference request: the request reader (protocol.cc) hands the raw text of
+// an input's "data" value here, and this reads it in one pass into the tensor's typed buffer. No
+// JSON tree is built, nothing is recursive, and nothing is allocated beyond the tensor itself,
+// whose size is bounded by the text (a shape that asks for more elements than the text could
+// hold is answered with the element count the text really has, without allocating).
+//
+// Grammar: an array, nested to any depth up to kMaxDataDepth, of elements. Nesting is flattened in
+// row-major order; only the total element count is checked against the shape. Elements are JSON
+// numbers, true, false, null, strings or objects; which of them a datatype accepts, and how they
+// convert, is decided by that datatype's element decoder (json_data.cc, "Element decoders": one
+// entry per datatype, the one place to add a datatype). Numbers are converted with std::from_chars
+// (correctly rounded), so conversions are exact as stated in server/http/protocol.h.
+//
+// Errors are kInvalidArgument Statuses naming the input (`label`): a bad element quotes at most 40
+// characters of its text (copied, never re-serialised); JSON syntax errors inside the array give
+// their byte offset in the body.
+//
+// Thread safety: pure functions. Ownership: the returned tensor owns its data; `text` is only read.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "ebb/status.h"
+#include "ebb/tensor.h"
+
+namespace ebb::server {
+
+// Deepest nesting of a "data" array (counted from the array itself); a tensor needs its rank.
+inline constexpr int kMaxDataDepth = 64;
+
+// What a "data" array must decode to, for the reader and its messages.
+struct DataSpec {
+  std::string_view label;  // "input \"x\"", prefixes every message
+  DataType type = DataType::kFloat32;
+  Shape shape;             // the tensor's shape
+  int64_t count = 0;       // elements the shape needs (overflow already checked)
+  size_t body_offset = 0;  // offset of `text` in the request body, for syntax error positions
+};
+
+// Reads the array that starts at text[0] ('[') into a tensor of spec.type and spec.shape.
+// On success *end is the offset in `text` of the array's closing ']'; anything after it is not read.
+[[nodiscard]] Result<Tensor> DecodeJsonData(std::string_view text, const DataSpec& spec, size_t* end);
+
+// Finds the end of the array that starts at text[0] ('[') without decoding it (for a "data" that
+// comes before the "datatype" or "shape" it needs): *end is the offset of its closing ']'.
+// Checks brackets, strings and depth only; DecodeJsonData checks the rest when it reads the text.
+[[nodiscard]] Status SkipJsonData(std::string_view text, std::string_view label, size_t body_offset, size_t* end);
+
+// At most `max` characters of the JSON value that starts at `text`, whitespace outside strings
+// dropped, "..." appended when cut: a bounded, non-recursive quote of untrusted input for messages.
+[[nodiscard]] std::string JsonExcerpt(std::string_view text, size_t max = 40);
+
+// Exact value of an IEEE binary16 / bfloat16 bit pattern (for the encoder).
+[[nodiscard]] double HalfToDouble(uint16_t bits);
+[[nodiscard]] double BrainToDouble(uint16_t bits);
+
+}  // namespace ebb::server
