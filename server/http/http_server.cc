@@ -314,7 +314,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   };
 
   Outgoing Prepare(HttpReply reply) const {
-    const std::string_view connection = !keep_alive_ ? "close" : http10_ ? "keep-alive" : "";
+    const bool closing = !keep_alive_ || t_.stopping;  // as OnWritten decides
+    const std::string_view connection = closing ? "close" : http10_ ? "keep-alive" : "";
     Outgoing out;
     out.head = FormatHead(reply, reply.body.size(), connection);
     if (!head_request_) out.body = std::move(reply.body);
