@@ -23,6 +23,27 @@ void AddCommon(CLI::App* app, CommonOptions* options) {
   app->add_option("--device", options->device, "auto, cpu or cuda:N")->capture_default_str();
 }
 
+// The transport's threads, limits and deadlines (defaults and reasons: server/http/http_server.h,
+// docs/server.md "Limits and hostile input").
+void AddHttpOptions(CLI::App* serve, server::HttpOptions* http) {
+  auto positive = [&](const char* flag, auto* value, const char* help) {
+    serve->add_option(flag, *value, help)->capture_default_str()->check(CLI::PositiveNumber);
+  };
+  positive("--http-threads", &http->threads, "worker threads for requests that do work (inference, load, metrics)");
+  positive("--io-threads", &http->io_threads, "event-loop threads (accept, read, frame, write; health probes)");
+  positive("--max-connections", &http->max_connections, "connections open at once; one more gets 503");
+  positive("--max-header-bytes", &http->max_header_bytes, "request line plus header fields (431 beyond)");
+  positive("--max-uri-bytes", &http->max_uri_bytes, "request target (414 beyond)");
+  positive("--max-body-bytes", &http->max_body_bytes, "request body after decoding and decompression (413 beyond)");
+  positive("--max-body-bytes-in-flight", &http->max_body_bytes_in_flight,
+           "body bytes held by all requests being received or answered (503 beyond)");
+  positive("--read-timeout-s", &http->read_timeout_s, "longest wait for the next bytes of a request (408)");
+  positive("--write-timeout-s", &http->write_timeout_s, "longest time to send a reply");
+  positive("--header-timeout-s", &http->header_timeout_s, "a request's whole header, from its first byte (408)");
+  positive("--body-timeout-s", &http->body_timeout_s, "a request's whole body, from the end of its header (408)");
+  positive("--idle-timeout-s", &http->idle_timeout_s, "a keep-alive connection without a request is closed after this");
+}
+
 int RunInfo(const CommonOptions& common, const std::string& model) {
   auto resolved = ResolveModel(model, common);
   if (!resolved.ok()) return Fail(resolved.status());
@@ -121,8 +142,7 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--queue", serve.service.queue, "inferences waiting before 503")
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
-  serve_cmd->add_option("--http-threads", serve.http.threads, "connection threads")->capture_default_str();
-  serve_cmd->add_option("--max-body-bytes", serve.http.max_body_bytes, "request body limit")->capture_default_str();
+  AddHttpOptions(serve_cmd, &serve.http);
   serve_cmd->add_option("--memory-budget", serve.pool.cpu_budget_bytes,
                         "CPU memory budget for loaded models in bytes (0 = --budget-fraction of RAM)")
       ->check(CLI::NonNegativeNumber)

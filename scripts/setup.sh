@@ -60,7 +60,7 @@ make_tmp() {
 APT_PACKAGES=(
     build-essential cmake pkg-config git ca-certificates nodejs npm
     libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
-    libcpp-httplib-dev prometheus-cpp-dev libssl-dev libpng-dev libjpeg-dev
+    libcpp-httplib-dev prometheus-cpp-dev libssl-dev libpng-dev libjpeg-dev libboost1.81-dev zlib1g-dev
     python3 python3-onnx python3-numpy curl prometheus wrk libxxhash-dev
     rapidjson-dev clang-14 libfuzzer-14-dev
 )

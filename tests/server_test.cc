@@ -349,7 +349,7 @@ TEST_F(ServerTest, ASlowClientDoesNotBlockOthers) {
     addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-      const char partial[] = "POST /v2/models/tiny/infer HTTP/1.1\r\nContent-Length: 100\r\n\r\n{\"inp";
+      const char partial[] = "POST /v2/models/tiny/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"inp";
       (void)!write(fd, partial, sizeof partial - 1);
       std::this_thread::sleep_for(std::chrono::seconds(2));
     }

@@ -1,79 +1,622 @@
 #include "http_server.h"
 
-#include <httplib.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <zlib.h>
 
-#include "protocol.h"
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/status.hpp>
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <string_view>
+#include <thread>
+#include <unordered_set>
+
+#include "http_framing.h"
 
 namespace ebb::server {
+namespace {
 
-struct HttpServer::Impl {
-  RestApi& api;
-  HttpOptions options;
-  httplib::Server http;
-  int port = 0;
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+using Clock = std::chrono::steady_clock;
 
-  Impl(RestApi& a, HttpOptions o) : api(a), options(std::move(o)) {}
+constexpr size_t kIdleReadBytes = 4u << 10;     // buffer of a connection waiting for a request
+constexpr size_t kHeaderReadBytes = 16u << 10;
+constexpr size_t kBodyReadBytes = 64u << 10;
+constexpr auto kLingerRead = std::chrono::seconds(2);   // after a closing reply, drain the client's
+constexpr auto kLingerTotal = std::chrono::seconds(5);  // bytes so that it can read the reply (no RST)
+constexpr size_t kMaxRefusing = 64;   // refused connections being answered at once; beyond: closed
+constexpr size_t kExtraFiles = 512;   // descriptors beside the connections (models, listener, ...)
+constexpr size_t kCompressMinBytes = 1024;
+constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
-  void Handle(const httplib::Request& req, httplib::Response& res) {
-    HttpRequest request{req.method, req.target, {}, req.body};
-    for (const auto& [key, value] : req.headers) request.headers.emplace_back(key, value);
-    HttpReply reply = api.Handle(request);
-    res.status = reply.status;
-    for (const auto& [k, v] : reply.headers) res.set_header(k, v);
-    res.set_content(std::move(reply.body), reply.content_type);
-  }
+std::string Seconds(int s) { return std::to_string(s) + " s"; }
 
-  void Route() {
-    // Every request goes to the RestApi, which routes by method and path itself.
-    auto all = [this](const httplib::Request& req, httplib::Response& res) { Handle(req, res); };
-    http.Get(".*", all);
-    http.Post(".*", all);
-    http.Put(".*", all);
-    http.Delete(".*", all);
-    http.Patch(".*", all);
-    http.Options(".*", all);
-
-    // Errors the HTTP library answers itself (malformed request, body too
-    // large) get the protocol's JSON error body too.
-    const size_t limit = options.max_body_bytes;
-    http.set_error_handler([limit](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return;
-      std::string message = "HTTP error " + std::to_string(res.status) + " for " + req.method + " " + req.path;
-      if (res.status == 400) message = "malformed HTTP request (a POST needs a Content-Length header)";
-      if (res.status == 413) message = "request body is larger than the limit of " + std::to_string(limit) + " bytes";
-      res.set_content(EncodeError(message), "application/json");
-    });
-    http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-      res.status = 500;
-      res.set_content(EncodeError("internal error"), "application/json");
-    });
-  }
-};
-
-HttpServer::HttpServer(RestApi& api, HttpOptions options) : impl_(std::make_unique<Impl>(api, std::move(options))) {
-  const size_t threads = impl_->options.threads;
-  impl_->http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  impl_->http.set_tcp_nodelay(true);  // small responses must not wait for delayed ACKs
-  impl_->http.set_payload_max_length(impl_->options.max_body_bytes);
-  impl_->http.set_read_timeout(impl_->options.read_timeout_s, 0);
-  impl_->http.set_write_timeout(impl_->options.write_timeout_s, 0);
-  impl_->Route();
+// Health probes are answered on the I/O thread: they stay fast when every worker is busy.
+bool AnsweredInline(const RequestFramer& request) {
+  if (request.method() != "GET" && request.method() != "HEAD") return false;
+  const std::string_view path = request.target().substr(0, request.target().find('?'));
+  return path == "/v2/health/live" || path == "/v2/health/ready";
 }
 
-HttpServer::~HttpServer() = default;
+// The content coding a client accepts for a reply: "gzip", "deflate" or "" (identity).
+std::string_view AcceptedCoding(std::optional<std::string_view> accept) {
+  if (!accept) return {};
+  bool gzip = false, deflate = false;
+  std::string_view list = *accept;
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    std::string_view member = list.substr(0, comma);
+    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
+    const size_t semicolon = member.find(';');
+    std::string_view params = semicolon == std::string_view::npos ? std::string_view{} : member.substr(semicolon);
+    std::string_view name = member.substr(0, semicolon);
+    while (!name.empty() && (name.front() == ' ' || name.front() == '\t')) name.remove_prefix(1);
+    while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.remove_suffix(1);
+    const size_t q = params.find("q=");
+    if (q != std::string_view::npos && params.substr(q + 2).find_first_not_of("0.") >= params.size() - q - 2) continue;
+    if (name == "gzip" || name == "x-gzip" || name == "*") gzip = true;
+    if (name == "deflate") deflate = true;
+  }
+  return gzip ? "gzip" : deflate ? "deflate" : "";
+}
 
-Status HttpServer::Bind() {
-  const HttpOptions& o = impl_->options;
-  int port = o.port == 0 ? impl_->http.bind_to_any_port(o.host) : (impl_->http.bind_to_port(o.host, o.port) ? o.port : -1);
-  if (port <= 0) return Unavailable("cannot listen on " + o.host + ":" + std::to_string(o.port) + " (address in use?)");
-  impl_->port = port;
+// Compresses `body` with the gzip or zlib ("deflate") format; false when zlib fails.
+bool Compress(std::string& body, bool gzip) {
+  if (body.size() > UINT32_MAX / 2) return false;
+  z_stream z{};
+  if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, gzip ? 31 : 15, 8, Z_DEFAULT_STRATEGY) != Z_OK) return false;
+  std::string out(deflateBound(&z, static_cast<uLong>(body.size())), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(body.data());
+  z.avail_in = static_cast<uInt>(body.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  const int rc = deflate(&z, Z_FINISH);
+  deflateEnd(&z);
+  if (rc != Z_STREAM_END) return false;
+  out.resize(z.total_out);
+  body = std::move(out);
+  return true;
+}
+
+// The status line and header fields of a reply. The transport formats them itself (a status line
+// and a few fields), so that a reply goes out in one gathered write with its body.
+std::string FormatHead(const HttpReply& reply, size_t content_length, std::string_view connection) {
+  const auto reason = boost::beast::http::obsolete_reason(static_cast<boost::beast::http::status>(reply.status));
+  std::string head = "HTTP/1.1 " + std::to_string(reply.status) + " ";
+  head.append(reason.data(), reason.size());
+  head += "\r\nContent-Type: " + reply.content_type + "\r\nContent-Length: " + std::to_string(content_length);
+  for (const auto& [name, value] : reply.headers) head += "\r\n" + name + ": " + value;
+  if (!connection.empty()) head += "\r\nConnection: " + std::string(connection);
+  head += "\r\n\r\n";
+  return head;
+}
+
+class Connection;
+
+// What every connection shares: options, the event loop, the workers, counters and budgets.
+struct Transport {
+  Transport(RestApi& a, HttpOptions o)
+      : api(a),
+        options(std::move(o)),
+        limits{options.max_header_bytes, options.max_uri_bytes, options.max_body_bytes},
+        body_budget(std::max(options.max_body_bytes_in_flight, options.max_body_bytes)),
+        io(static_cast<int>(std::max<size_t>(1, options.io_threads))),
+        acceptor(asio::make_strand(io)),
+        accept_retry(acceptor.get_executor()),
+        workers(std::max<size_t>(1, options.threads)) {}
+
+  Status Bind();
+  void Serve();
+  void Stop();
+  void Accept();
+  void OnAccept(const error_code& ec, tcp::socket socket);
+
+  // The budget of body bytes in flight.
+  bool Reserve(size_t n) {
+    size_t held = body_bytes.load(std::memory_order_relaxed);
+    do {
+      if (held + n > body_budget) return false;
+    } while (!body_bytes.compare_exchange_weak(held, held + n, std::memory_order_relaxed));
+    return true;
+  }
+  void Unreserve(size_t n) { body_bytes.fetch_sub(n, std::memory_order_relaxed); }
+
+  RestApi& api;
+  const HttpOptions options;
+  const FramingLimits limits;
+  const size_t body_budget;
+  std::atomic<size_t> connections{0};
+  std::atomic<size_t> refusing{0};
+  std::atomic<size_t> body_bytes{0};
+  std::atomic<bool> stopping{false};
+  int port = 0;
+  std::mutex mu;
+  std::unordered_set<Connection*> live;  // guarded by mu; for Stop
+  // Declared last, destroyed first: handlers they still hold release connections, which use the above.
+  asio::io_context io;
+  tcp::acceptor acceptor;
+  asio::steady_timer accept_retry;
+  asio::thread_pool workers;
+};
+
+// One connection: reads and frames requests one at a time, runs each (inline or on a worker),
+// writes the reply, and keeps the deadlines. Everything but the request's handling runs on the
+// connection's strand.
+//
+//   kIdle -(first byte)-> kHeader -(header)-> kBody -(body)-> kHandling -(reply)-> kWriting -> kIdle
+//   a framing error or a deadline: an error reply (kWriting), then kClosing (lingering) -> kClosed
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  enum class Phase { kIdle, kHeader, kBody, kContinue, kHandling, kWriting, kClosing, kClosed };
+
+  Connection(Transport& transport, tcp::socket socket, bool refused)
+      : t_(transport), socket_(std::move(socket)), timer_(socket_.get_executor()), refused_(refused) {}
+
+  ~Connection() {
+    DropRequest();
+    (refused_ ? t_.refusing : t_.connections).fetch_sub(1);
+    std::lock_guard lock(t_.mu);
+    t_.live.erase(this);
+  }
+
+  tcp::socket::executor_type executor() { return socket_.get_executor(); }
+
+  void Start() {
+    {
+      std::lock_guard lock(t_.mu);
+      t_.live.insert(this);
+    }
+    if (t_.stopping) return CloseNow();
+    if (refused_) {
+      return Fail(503, "server busy: " + std::to_string(t_.options.max_connections) +
+                           " connections are open, the limit (--max-connections); retry later");
+    }
+    Read();
+  }
+
+  // The server stops: a connection without a request in progress closes now; the others finish.
+  void OnStop() {
+    if (phase_ == Phase::kIdle || phase_ == Phase::kHeader) CloseNow();
+  }
+
+ private:
+  void Read() {
+    const auto now = Clock::now();
+    size_t want = kIdleReadBytes;
+    switch (phase_) {
+      case Phase::kIdle: SetDeadline(now + std::chrono::seconds(t_.options.idle_timeout_s)); break;
+      case Phase::kHeader:
+        SetDeadline(std::min(now + std::chrono::seconds(t_.options.read_timeout_s), header_deadline_));
+        want = kHeaderReadBytes;
+        break;
+      case Phase::kBody:
+        SetDeadline(std::min(now + std::chrono::seconds(t_.options.read_timeout_s), body_deadline_));
+        want = kBodyReadBytes;
+        break;
+      default: return;
+    }
+    want = std::max(want, buffer_.capacity() - buffer_.size());
+    socket_.async_read_some(buffer_.prepare(want),
+                            [self = shared_from_this()](const error_code& ec, size_t n) { self->OnRead(ec, n); });
+  }
+
+  void OnRead(const error_code& ec, size_t n) {
+    if (phase_ != Phase::kIdle && phase_ != Phase::kHeader && phase_ != Phase::kBody) return;  // cancelled
+    if (ec) {
+      if (ec == asio::error::eof && framer_ && framer_->started()) {  // half-closed mid-request: say why
+        framer_->EndOfInput();
+        return Fail(framer_->error().status, framer_->error().message);
+      }
+      return CloseNow();
+    }
+    buffer_.commit(n);
+    Frame();
+  }
+
+  // Feeds the buffered bytes to the framer and acts on what it says.
+  void Frame() {
+    for (;;) {
+      if (!framer_) framer_ = std::make_unique<RequestFramer>(t_.limits, [this](size_t n) { return t_.Reserve(n); });
+      const auto data = buffer_.data();
+      const size_t used = framer_->Feed({static_cast<const char*>(data.data()), data.size()});
+      buffer_.consume(used);
+      switch (framer_->state()) {
+        case RequestFramer::State::kFailed: return Fail(framer_->error().status, framer_->error().message);
+        case RequestFramer::State::kComplete: return Dispatch();
+        case RequestFramer::State::kHeader:
+          if (phase_ == Phase::kIdle && framer_->started()) {
+            phase_ = Phase::kHeader;
+            header_deadline_ = Clock::now() + std::chrono::seconds(t_.options.header_timeout_s);
+          }
+          break;
+        case RequestFramer::State::kBody:
+          if (phase_ != Phase::kBody) {
+            phase_ = Phase::kBody;
+            body_deadline_ = Clock::now() + std::chrono::seconds(t_.options.body_timeout_s);
+            if (framer_->expects_continue() && buffer_.size() == 0) return SendContinue();
+          }
+          break;
+      }
+      if (used == 0 || buffer_.size() == 0) break;
+    }
+    Read();
+  }
+
+  void SendContinue() {
+    phase_ = Phase::kContinue;
+    SetDeadline(Clock::now() + std::chrono::seconds(t_.options.write_timeout_s));
+    asio::async_write(socket_, asio::buffer(kContinue.data(), kContinue.size()),
+                      [self = shared_from_this()](const error_code& ec, size_t) {
+                        if (self->phase_ != Phase::kContinue) return;
+                        if (ec) return self->CloseNow();
+                        self->phase_ = Phase::kBody;
+                        self->Read();
+                      });
+  }
+
+  // A complete request: answered here (health) or on a worker.
+  void Dispatch() {
+    phase_ = Phase::kHandling;
+    SetDeadline(Clock::time_point::max());
+    keep_alive_ = framer_->keep_alive() && !t_.stopping;
+    head_request_ = framer_->method() == "HEAD";
+    http10_ = framer_->version() == 10;
+    if (AnsweredInline(*framer_)) return Send(Prepare(Handle()));
+    asio::post(t_.workers, [self = shared_from_this(), work = asio::make_work_guard(executor())] {
+      Outgoing reply = self->Prepare(self->Handle());
+      // The reply leaves from here when the socket takes it at once (the usual case), one thread
+      // hop sooner: while a request is handled the strand does not touch the socket.
+      self->SendNow(reply);
+      asio::post(self->executor(), [self, reply = std::move(reply)]() mutable { self->Send(std::move(reply)); });
+    });
+  }
+
+  // Runs the request through the API (any thread; the strand does not touch the request meanwhile).
+  HttpReply Handle() {
+    HttpRequest request{framer_->method(), framer_->target(), {}, framer_->body()};
+    for (const auto& [name, value] : framer_->headers()) request.headers.emplace_back(name, value);
+    HttpReply reply;
+    try {
+      reply = t_.api.Handle(request);
+    } catch (const std::exception& e) {
+      reply = ErrorReply(500, std::string("internal error (") + e.what() + ")");
+    }
+    const std::string_view coding = AcceptedCoding(request.Header("Accept-Encoding"));
+    const bool compressible = reply.content_type.starts_with("application/json") || reply.content_type.starts_with("text/");
+    if (!coding.empty() && compressible && reply.body.size() >= kCompressMinBytes && Compress(reply.body, coding == "gzip")) {
+      reply.headers.emplace_back("Content-Encoding", coding);
+      reply.headers.emplace_back("Vary", "Accept-Encoding");
+    }
+    return reply;
+  }
+
+  // A reply on its way out: status line and header fields, body, and how much went out already.
+  struct Outgoing {
+    std::string head, body;
+    size_t sent = 0;
+    bool failed = false;
+  };
+
+  Outgoing Prepare(HttpReply reply) const {
+    const bool closing = !keep_alive_ || t_.stopping;  // as OnWritten decides
+    const std::string_view connection = closing ? "close" : http10_ ? "keep-alive" : "";
+    Outgoing out;
+    out.head = FormatHead(reply, reply.body.size(), connection);
+    if (!head_request_) out.body = std::move(reply.body);
+    return out;
+  }
+
+  // Writes what the socket takes without waiting (a worker, while the request is handled).
+  void SendNow(Outgoing& out) {
+    const int fd = socket_.native_handle();
+    while (out.sent < out.head.size() + out.body.size()) {
+      iovec parts[2];
+      size_t count = 0;
+      if (out.sent < out.head.size()) {
+        parts[count++] = {out.head.data() + out.sent, out.head.size() - out.sent};
+        if (!out.body.empty()) parts[count++] = {out.body.data(), out.body.size()};
+      } else {
+        const size_t at = out.sent - out.head.size();
+        parts[count++] = {out.body.data() + at, out.body.size() - at};
+      }
+      msghdr message{};
+      message.msg_iov = parts;
+      message.msg_iovlen = count;
+      const ssize_t n = sendmsg(fd, &message, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n > 0) {
+        out.sent += static_cast<size_t>(n);
+      } else if (n < 0 && errno != EINTR) {
+        out.failed = errno != EAGAIN && errno != EWOULDBLOCK;
+        return;
+      }
+    }
+  }
+
+  // Sends the rest of a reply (on the strand).
+  void Send(Outgoing out) {
+    DropRequest();  // the body is freed and its budget given back before the reply goes out
+    if (phase_ == Phase::kClosed) return;
+    if (out.failed) return CloseNow();
+    head_ = std::move(out.head);
+    body_ = std::move(out.body);
+    phase_ = Phase::kWriting;
+    if (out.sent == head_.size() + body_.size()) return OnWritten({});
+    SetDeadline(Clock::now() + std::chrono::seconds(t_.options.write_timeout_s));
+    const size_t body_sent = out.sent > head_.size() ? out.sent - head_.size() : 0;
+    const std::array<asio::const_buffer, 2> buffers{asio::buffer(head_) + std::min(out.sent, head_.size()),
+                                                    asio::buffer(body_) + body_sent};
+    asio::async_write(socket_, buffers, [self = shared_from_this()](const error_code& ec, size_t) { self->OnWritten(ec); });
+  }
+
+  void OnWritten(const error_code& ec) {
+    if (phase_ != Phase::kWriting) return;
+    std::string().swap(head_);
+    std::string().swap(body_);
+    if (ec) return CloseNow();
+    if (!keep_alive_ || t_.stopping) return LingeringClose();
+    phase_ = Phase::kIdle;
+    if (buffer_.size() > 0) {  // a pipelined request; posted, so that many do not nest calls
+      asio::post(executor(), [self = shared_from_this()] {
+        if (self->phase_ == Phase::kIdle) self->Frame();  // not closed by Stop meanwhile
+      });
+      return;
+    }
+    if (buffer_.capacity() > kIdleReadBytes) buffer_.shrink_to_fit();
+    Read();
+  }
+
+  // An error reply, then the connection closes (its framing can no longer be trusted).
+  void Fail(int status, std::string message) {
+    keep_alive_ = false;
+    head_request_ = false;
+    HttpReply reply = ErrorReply(status, message);
+    if (status == 503) reply.headers.emplace_back("Retry-After", "1");
+    Send(Prepare(std::move(reply)));
+  }
+
+  void OnTimeout() {
+    const auto now = Clock::now();
+    switch (phase_) {
+      case Phase::kHeader:
+        return TimedOut(now >= header_deadline_ ? "the request header did not arrive within " +
+                                                      Seconds(t_.options.header_timeout_s) + " (--header-timeout-s)"
+                                                : NoBytes());
+      case Phase::kBody:
+        return TimedOut(now >= body_deadline_ ? "the request body did not arrive within " +
+                                                    Seconds(t_.options.body_timeout_s) + " (--body-timeout-s)"
+                                              : NoBytes());
+      case Phase::kHandling:
+      case Phase::kClosed: return;
+      default: return CloseNow();  // idle, or a client that does not read its reply
+    }
+  }
+  std::string NoBytes() const {
+    return "no bytes of the request arrived for " + Seconds(t_.options.read_timeout_s) + " (--read-timeout-s)";
+  }
+  void TimedOut(const std::string& message) {
+    error_code ignored;
+    socket_.cancel(ignored);  // the pending read
+    Fail(408, message);
+  }
+
+  // Half-closes, then reads and drops what the client still sends for a while, so that the
+  // client reads the reply instead of a reset.
+  void LingeringClose() {
+    phase_ = Phase::kClosing;
+    error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_send, ignored);
+    linger_end_ = Clock::now() + kLingerTotal;
+    buffer_.clear();
+    Linger();
+  }
+  void Linger() {
+    SetDeadline(std::min(Clock::now() + kLingerRead, linger_end_));
+    socket_.async_read_some(buffer_.prepare(kHeaderReadBytes), [self = shared_from_this()](const error_code& ec, size_t) {
+      if (self->phase_ != Phase::kClosing) return;
+      if (ec) return self->CloseNow();
+      self->buffer_.clear();
+      self->Linger();
+    });
+  }
+
+  void CloseNow() {
+    if (phase_ == Phase::kClosed) return;
+    if (phase_ != Phase::kHandling) DropRequest();  // while handling, a worker uses it
+    phase_ = Phase::kClosed;
+    error_code ignored;
+    timer_.cancel();
+    socket_.close(ignored);
+  }
+
+  void DropRequest() {
+    if (!framer_) return;
+    t_.Unreserve(framer_->reserved_bytes());
+    framer_.reset();
+  }
+
+  // Deadlines: one timer, re-armed lazily. Moving the deadline later costs nothing; the timer
+  // fires at the old time and waits again. Clock::time_point::max() = no deadline.
+  void SetDeadline(Clock::time_point when) {
+    deadline_ = when;
+    if (when == Clock::time_point::max() || (timer_armed_ && armed_at_ <= when)) return;
+    timer_armed_ = true;
+    armed_at_ = when;
+    timer_.expires_at(when);  // cancels the wait in progress: its handler sees an old generation
+    timer_.async_wait([self = shared_from_this(), generation = ++timer_generation_](const error_code&) {
+      self->OnTimer(generation);
+    });
+  }
+  void OnTimer(uint64_t generation) {
+    if (generation != timer_generation_ || phase_ == Phase::kClosed) return;
+    timer_armed_ = false;
+    if (deadline_ == Clock::time_point::max()) return;
+    if (Clock::now() >= deadline_) return OnTimeout();
+    SetDeadline(deadline_);
+  }
+
+  Transport& t_;
+  tcp::socket socket_;
+  asio::steady_timer timer_;
+  const bool refused_;
+  Phase phase_ = Phase::kIdle;
+  boost::beast::flat_buffer buffer_;        // received, not yet framed
+  std::unique_ptr<RequestFramer> framer_;  // the request being read or handled
+  bool keep_alive_ = true;
+  bool head_request_ = false;
+  bool http10_ = false;
+  std::string head_, body_;  // the reply being written
+  Clock::time_point header_deadline_, body_deadline_, linger_end_;
+  Clock::time_point deadline_ = Clock::time_point::max();
+  Clock::time_point armed_at_;
+  bool timer_armed_ = false;
+  uint64_t timer_generation_ = 0;
+};
+
+// Raises the soft limit on open files to `needed` when it is lower.
+Status RaiseOpenFileLimit(size_t needed, size_t max_connections) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= needed) {
+    return Status::Ok();
+  }
+  if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < needed) {
+    return InvalidArgument("--max-connections " + std::to_string(max_connections) + " needs " + std::to_string(needed) +
+                           " open files, but their hard limit (ulimit -Hn) is " + std::to_string(limit.rlim_max));
+  }
+  limit.rlim_cur = needed;
+  setrlimit(RLIMIT_NOFILE, &limit);
   return Status::Ok();
 }
 
-int HttpServer::port() const { return impl_->port; }
+Status Transport::Bind() {
+  const HttpOptions& o = options;
+  if (o.threads == 0 || o.io_threads == 0 || o.max_connections == 0 || o.max_header_bytes == 0 || o.max_uri_bytes == 0) {
+    return InvalidArgument("HTTP threads, connections and header limits must be at least 1");
+  }
+  if (o.read_timeout_s <= 0 || o.write_timeout_s <= 0 || o.header_timeout_s <= 0 || o.body_timeout_s <= 0 ||
+      o.idle_timeout_s <= 0) {
+    return InvalidArgument("HTTP timeouts must be at least 1 s");
+  }
+  if (Status st = RaiseOpenFileLimit(o.max_connections + kMaxRefusing + kExtraFiles, o.max_connections); !st.ok()) {
+    return st;
+  }
+  const std::string where = o.host + ":" + std::to_string(o.port);
+  error_code ec;
+  tcp::resolver resolver(io);
+  const auto endpoints = resolver.resolve(o.host, std::to_string(o.port), tcp::resolver::passive, ec);
+  if (ec || endpoints.empty()) return Unavailable("cannot listen on " + where + " (" + ec.message() + ")");
+  const tcp::endpoint endpoint = endpoints.begin()->endpoint();
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return Unavailable("cannot listen on " + where + " (" + ec.message() + ")");
+  port = acceptor.local_endpoint().port();
+  return Status::Ok();
+}
 
-void HttpServer::Serve() { impl_->http.listen_after_bind(); }
+void Transport::Accept() {
+  acceptor.async_accept(asio::make_strand(io), [this](const error_code& ec, tcp::socket socket) {
+    OnAccept(ec, std::move(socket));
+  });
+}
 
-void HttpServer::Stop() { impl_->http.stop(); }
+void Transport::OnAccept(const error_code& ec, tcp::socket socket) {
+  if (stopping || ec == asio::error::operation_aborted || !acceptor.is_open()) return;
+  if (ec && ec != asio::error::connection_aborted) {
+    // Out of descriptors or memory: try again shortly instead of spinning.
+    accept_retry.expires_after(std::chrono::milliseconds(50));
+    accept_retry.async_wait([this](const error_code& e) {
+      if (!e && !stopping) Accept();
+    });
+    return;
+  }
+  if (!ec) {
+    error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);  // small replies must not wait for delayed ACKs
+    bool refused = false;
+    if (connections.load() >= options.max_connections) {
+      refused = true;
+      if (refusing.load() >= kMaxRefusing) socket.close(ignored);
+    }
+    if (socket.is_open()) {
+      (refused ? refusing : connections).fetch_add(1);
+      auto connection = std::make_shared<Connection>(*this, std::move(socket), refused);
+      asio::post(connection->executor(), [connection] { connection->Start(); });
+    }
+  }
+  Accept();
+}
+
+void Transport::Serve() {
+  asio::post(acceptor.get_executor(), [this] { Accept(); });
+  auto run = [this] {
+    for (;;) {
+      try {
+        io.run();
+        return;
+      } catch (const std::exception&) {
+        // A handler threw (out of memory): that connection is lost, the others go on.
+      }
+    }
+  };
+  std::vector<std::thread> more;
+  for (size_t i = 1; i < options.io_threads; ++i) more.emplace_back(run);
+  run();
+  for (std::thread& thread : more) thread.join();
+  workers.join();
+}
+
+void Transport::Stop() {
+  stopping = true;
+  asio::post(acceptor.get_executor(), [this] {
+    error_code ignored;
+    acceptor.close(ignored);
+    accept_retry.cancel();
+  });
+  std::vector<std::shared_ptr<Connection>> open;
+  {
+    std::lock_guard lock(mu);
+    for (Connection* c : live) {
+      if (auto connection = c->weak_from_this().lock()) open.push_back(std::move(connection));
+    }
+  }
+  // Outside the lock: the last reference to a connection may go here, and its destructor locks mu.
+  for (const auto& connection : open) asio::post(connection->executor(), [connection] { connection->OnStop(); });
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  Impl(RestApi& api, HttpOptions options) : transport(api, std::move(options)) {}
+  Transport transport;
+};
+
+HttpServer::HttpServer(RestApi& api, HttpOptions options) : impl_(std::make_unique<Impl>(api, std::move(options))) {}
+
+HttpServer::~HttpServer() = default;
+
+Status HttpServer::Bind() { return impl_->transport.Bind(); }
+
+int HttpServer::port() const { return impl_->transport.port; }
+
+void HttpServer::Serve() { impl_->transport.Serve(); }
+
+void HttpServer::Stop() { impl_->transport.Stop(); }
 
 }  // namespace ebb::server

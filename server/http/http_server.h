@@ -1,14 +1,27 @@
 // server/http/http_server.h — the HTTP/1.1 transport of `ebb serve`.
 //
-// Accepts connections, frames HTTP/1.1 requests and hands each one to the
-// RestApi (server/http/rest_api.h), which does everything else. The HTTP
-// library (cpp-httplib) is hidden behind a pimpl: no other file includes it.
-// Connections are served by a pool of HTTP threads (slow or vanished clients
-// occupy only one of those, up to the read/write timeouts); inference itself
-// is bounded by the core's admission queue.
+// Accepts connections, frames HTTP/1.1 requests (server/http/http_framing.h: strict RFC 9112,
+// limits on header, target and body, chunked and gzip/deflate bodies) and hands each one to the
+// RestApi (server/http/rest_api.h), which does everything else. The libraries (Boost.Asio for
+// the event loop, Boost.Beast's parser for framing) are hidden behind a pimpl: no other file
+// includes them.
 //
-// Lifecycle: Bind() once, then Serve() on one thread until Stop() is called
-// from another (Stop lets in-flight requests finish; Serve then returns).
+// Threads: `io_threads` run the event loop: they accept, read, frame and write, never block,
+// and answer the health probes themselves. Every other request (inference and its decoding,
+// load/unload, metrics, metadata) runs on one of `threads` worker threads. A connection owns no
+// thread while it waits: idle, slow and many clients cost a socket and a few KiB each, within
+// `max_connections` (one more is refused with 503).
+//
+// Deadlines per connection (a client that misses one gets 408, or is closed when idle):
+//   idle (no request begun) idle_timeout_s | header header_timeout_s from its first byte |
+//   body body_timeout_s from the end of the header | any read read_timeout_s without a byte |
+//   a reply write_timeout_s. While a request runs there is no deadline.
+// Memory: a request's body is held whole until it has been answered; the bodies held at once
+// are bounded by max_body_bytes_in_flight (503 beyond), not by max_connections x max_body_bytes.
+//
+// Lifecycle: Bind() once, then Serve() on one thread until Stop() is called from another.
+// Stop() closes the listening socket and the idle connections, lets requests already received
+// (and bodies being received) finish and be answered, then Serve() returns.
 // Thread safety: Stop() may be called from any thread; the rest from one.
 #pragma once
 
@@ -23,10 +36,33 @@ namespace ebb::server {
 struct HttpOptions {
   std::string host = "127.0.0.1";  // loopback unless asked otherwise
   int port = 8000;                  // 0 picks a free port
-  size_t threads = 32;              // connection threads
+
+  // Threads: workers run the requests that do work; a request waiting for admission holds one.
+  // 32: more than --workers + a short queue, so that health and metadata stay answerable.
+  size_t threads = 32;
+  // Event-loop threads. One keeps up with tens of thousands of small requests a second.
+  size_t io_threads = 1;
+
+  // Connections open at once; one more gets 503 and is closed. An idle one costs ~5 KiB (measured).
+  size_t max_connections = 1024;
+  // Request line plus header fields (431 beyond); the request target alone (414 beyond).
+  size_t max_header_bytes = 16u << 10;
+  size_t max_uri_bytes = 8u << 10;
+  // One request's body after chunked decoding and decompression (413 beyond).
   size_t max_body_bytes = 256u << 20;
-  int read_timeout_s = 10;          // a slow client is dropped after this
+  // Body bytes held by all requests being received or answered (503 beyond): four bodies at the
+  // default limit. Never less than max_body_bytes.
+  size_t max_body_bytes_in_flight = 1u << 30;
+
+  // Seconds. read: longest wait for the next bytes of a request begun; write: to send a reply;
+  // header / body: the whole header from its first byte / the whole body from the header's end
+  // (a client trickling bytes cannot hold a connection longer); idle: a keep-alive connection
+  // with no request begun is closed after this (longer than the usual client pool idle times).
+  int read_timeout_s = 10;
   int write_timeout_s = 10;
+  int header_timeout_s = 10;
+  int body_timeout_s = 60;
+  int idle_timeout_s = 60;
 };
 
 class HttpServer {
@@ -35,7 +71,9 @@ class HttpServer {
   HttpServer(RestApi& api, HttpOptions options);
   ~HttpServer();
 
-  // Binds the listening socket. Errors: kUnavailable (address in use, ...).
+  // Binds the listening socket (and raises the soft limit on open files to what max_connections
+  // needs). Errors: kUnavailable (address in use, ...), kInvalidArgument (bad options, or the
+  // hard limit on open files is below what max_connections needs).
   Status Bind();
   // The bound port (after Bind).
   int port() const;
