@@ -9,7 +9,7 @@ GPU   ?= 0
 setup:
 	GPU=$(GPU) bash scripts/setup.sh
 
-$(BUILD)/CMakeCache.txt: CMakeLists.txt tests/CMakeLists.txt | setup
+$(BUILD)/CMakeCache.txt: CMakeLists.txt tests/CMakeLists.txt python/CMakeLists.txt | setup
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
 build: setup $(BUILD)/CMakeCache.txt
@@ -29,6 +29,7 @@ bench: build
 	$(BUILD)/ebb bench overhead --json
 	$(BUILD)/ebb bench floor --json
 	$(BUILD)/ebb bench release --json
+	PYTHONPATH=$(BUILD)/python /usr/bin/python3 python/bench/bench_python.py --json
 
 clean:
 	rm -rf $(BUILD)

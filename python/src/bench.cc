@@ -15,13 +15,26 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-std::vector<Tensor> TensorFrames(const py::handle& frames, const Session& session) {
+// Frames as tensors the C++ loop reads in place (the caller's list keeps them alive).
+Frames TensorFrames(const py::handle& frames, const Session& session) {
   Frames f = FramesFromList(frames, session);
   if (f.images) throw py::type_error("the C++ baselines take float32 NCHW frames");
-  // Owned copies, so that the timed loop borrows nothing from Python.
-  std::vector<Tensor> owned;
-  for (const Tensor& t : f.tensors) owned.push_back(t.Clone());
-  return owned;
+  return f;
+}
+
+// (seconds, results): the results go back to the caller, so that they are freed
+// when the caller drops them, as the Python calls' results are.
+template <typename Fn>
+py::tuple TimeOperation(Fn fn) {
+  Result<std::vector<Tensor>> out = InvalidArgument("not run");
+  double seconds = 0;
+  {
+    py::gil_scoped_release nogil;
+    const auto start = Clock::now();
+    out = fn();
+    seconds = Seconds(start);
+  }
+  return py::make_tuple(seconds, FramesToList(Unwrap(std::move(out)), false));
 }
 
 }  // namespace
@@ -68,29 +81,20 @@ void BindBench(py::module_& m) {
       "time_cpp_run_tiled",
       [](Runtime& runtime, const std::shared_ptr<Session>& session, const py::list& frames, int64_t tile,
          int64_t overlap, int tiles_per_run) {
-        std::vector<Tensor> owned = TensorFrames(frames, *session);
-        py::gil_scoped_release nogil;
-        const auto start = Clock::now();
-        Result<std::vector<Tensor>> out = RunTiled(runtime, session, owned, {tile, overlap, 0, tiles_per_run});
-        const double s = Seconds(start);
-        Check(out.status());
-        return s;
+        Frames f = TensorFrames(frames, *session);
+        return TimeOperation([&] { return RunTiled(runtime, session, f.tensors, {tile, overlap, 0, tiles_per_run}); });
       },
       py::arg("runtime"), py::arg("session"), py::arg("frames"), py::arg("tile"), py::arg("overlap"),
-      py::arg("tiles_per_run") = 1, "Seconds of one RunTiled call over float32 frames, timed in C++.");
+      py::arg("tiles_per_run") = 1,
+      "(seconds, results) of one RunTiled call over float32 frames, timed in C++ without the GIL.");
   bench.def(
       "time_cpp_run_per_frame",
       [](Runtime& runtime, const std::shared_ptr<Session>& session, const py::list& frames) {
-        std::vector<Tensor> owned = TensorFrames(frames, *session);
-        py::gil_scoped_release nogil;
-        const auto start = Clock::now();
-        Result<std::vector<Tensor>> out = RunPerFrame(runtime, session, owned);
-        const double s = Seconds(start);
-        Check(out.status());
-        return s;
+        Frames f = TensorFrames(frames, *session);
+        return TimeOperation([&] { return RunPerFrame(runtime, session, f.tensors); });
       },
       py::arg("runtime"), py::arg("session"), py::arg("frames"),
-      "Seconds of one RunPerFrame call (one C++ ebb::Operation) over float32 frames, timed in C++.");
+      "(seconds, results) of one RunPerFrame call (one C++ ebb::Operation), timed in C++ without the GIL.");
 }
 
 }  // namespace ebb::python

@@ -221,6 +221,22 @@ cancellation, or any exception leaving the block gives the memory back at
 once, as a cancelled C++ operation does. Each op.run releases the GIL while the
 model runs.)doc";
 
+using FramesFunction = Result<std::vector<Tensor>> (*)(Runtime&, const std::shared_ptr<Session>&,
+                                                        const std::vector<Tensor>&, const OperationOptions&);
+
+// Runtime.<name>(session, frames, *, on_progress, cancel) over the library's `fn`.
+void DefFramesOperation(RuntimeClass& runtime, const char* name, FramesFunction fn, const std::string& doc) {
+  runtime.def(
+      name,
+      [fn](const std::shared_ptr<Runtime>& rt, const std::shared_ptr<Session>& session, const py::object& frames,
+           py::object on_progress, py::object cancel) {
+        return RunFrames(on_progress, cancel, FramesFromList(frames, *session),
+                         [&](const std::vector<Tensor>& f, const OperationOptions& o) { return fn(*rt, session, f, o); });
+      },
+      py::arg("session"), py::arg("frames"), py::kw_only(), py::arg("on_progress") = py::none(),
+      py::arg("cancel") = py::none(), (doc + kFramesDoc).c_str());
+}
+
 }  // namespace
 
 void BindOperations(py::module_& m, RuntimeClass& runtime) {
@@ -251,36 +267,13 @@ but the run keeps the arena for the next run, unless it is the planned last one
       py::arg("total_runs") = py::none(), py::arg("on_progress") = py::none(), py::arg("cancel") = py::none(),
       kOperationDoc);
 
-  runtime.def(
-      "run_per_frame",
-      [](const std::shared_ptr<Runtime>& rt, const std::shared_ptr<Session>& session, const py::object& frames,
-         py::object on_progress, py::object cancel) {
-        return RunFrames(on_progress, cancel, FramesFromList(frames, *session),
-                         [&](const std::vector<Tensor>& f, const OperationOptions& o) {
-                           return RunPerFrame(*rt, session, f, o);
-                         });
-      },
-      py::arg("session"), py::arg("frames"), py::kw_only(), py::arg("on_progress") = py::none(),
-      py::arg("cancel") = py::none(),
-      (std::string("run_per_frame(session, frames, *, on_progress=None, cancel=None) -> list[numpy.ndarray]\n\n"
-                   "One run per frame, in order (frames may differ in size), as one operation.") + kFramesDoc)
-          .c_str());
-
-  runtime.def(
-      "run_joint",
-      [](const std::shared_ptr<Runtime>& rt, const std::shared_ptr<Session>& session, const py::object& frames,
-         py::object on_progress, py::object cancel) {
-        return RunFrames(on_progress, cancel, FramesFromList(frames, *session),
-                         [&](const std::vector<Tensor>& f, const OperationOptions& o) {
-                           return RunJoint(*rt, session, f, o);
-                         });
-      },
-      py::arg("session"), py::arg("frames"), py::kw_only(), py::arg("on_progress") = py::none(),
-      py::arg("cancel") = py::none(),
-      (std::string("run_joint(session, frames, *, on_progress=None, cancel=None) -> list[numpy.ndarray]\n\n"
-                   "One run over all frames stacked into one batch (frames of equal size), split back per "
-                   "frame.") + kFramesDoc)
-          .c_str());
+  DefFramesOperation(runtime, "run_per_frame", &RunPerFrame,
+                     "run_per_frame(session, frames, *, on_progress=None, cancel=None) -> list[numpy.ndarray]\n\n"
+                     "One run per frame, in order (frames may differ in size), as one operation.");
+  DefFramesOperation(runtime, "run_joint", &RunJoint,
+                     "run_joint(session, frames, *, on_progress=None, cancel=None) -> list[numpy.ndarray]\n\n"
+                     "One run over all frames stacked into one batch (frames of equal size), split back per "
+                     "frame.");
 
   runtime.def(
       "run_tiled",

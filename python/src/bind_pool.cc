@@ -283,52 +283,23 @@ ebb.ResourceExhausted (cannot fit the budget). The GIL is released while it load
           R"doc(Calls fn(session) with the model held and returns its result. If fn raises
 ebb.ResourceExhausted, the broken session and every idle model are evicted, memory is trimmed,
 and fn runs once more on a fresh load; a second failure is raised.)doc")
-      .def(
-          "load",
-          [](PoolCore& core, const std::string& name) {
-            py::gil_scoped_release nogil;
-            Check(core.get().Load(name));
-          },
-          py::arg("name"), "Loads a model now (evicting idle ones to fit).")
-      .def(
-          "unload",
-          [](PoolCore& core, const std::string& name) {
-            py::gil_scoped_release nogil;
-            Check(core.get().Unload(name));
-          },
-          py::arg("name"), "Unloads a model, pinned or not (leases still out finish first).")
-      .def(
-          "reap_now",
-          [](PoolCore& core) {
-            py::gil_scoped_release nogil;
-            core.get().ReapNow();
-          },
-          "Unloads idle models whose keep-alive ran out (the pool's thread also does this).")
-      .def(
-          "status",
-          [](PoolCore& core, const std::string& name) {
-            py::gil_scoped_release nogil;
-            return Unwrap(core.get().StatusOf(name));
-          },
-          py::arg("name"))
-      .def("snapshot", [](PoolCore& core) {
-        py::gil_scoped_release nogil;
-        return core.get().Snapshot();
-      })
-      .def(
-          "budget",
-          [](PoolCore& core, const std::string& device) {
-            py::gil_scoped_release nogil;
-            return core.get().budget(device);
-          },
-          py::arg("device") = "cpu", "The budget of a device (\"cpu\", \"cuda:0\"); 0 = none.")
-      .def(
-          "used",
-          [](PoolCore& core, const std::string& device) {
-            py::gil_scoped_release nogil;
-            return core.get().used(device);
-          },
-          py::arg("device") = "cpu", "The sum of the charges of the models loaded there.")
+      // Calls that take the pool's lock or load run without the GIL (call_guard).
+      .def("load", [](PoolCore& core, const std::string& name) { Check(core.get().Load(name)); }, py::arg("name"),
+           py::call_guard<py::gil_scoped_release>(), "Loads a model now (evicting idle ones to fit).")
+      .def("unload", [](PoolCore& core, const std::string& name) { Check(core.get().Unload(name)); },
+           py::arg("name"), py::call_guard<py::gil_scoped_release>(),
+           "Unloads a model, pinned or not (leases still out finish first).")
+      .def("reap_now", [](PoolCore& core) { core.get().ReapNow(); }, py::call_guard<py::gil_scoped_release>(),
+           "Unloads idle models whose keep-alive ran out (the pool's thread also does this).")
+      .def("status", [](PoolCore& core, const std::string& name) { return Unwrap(core.get().StatusOf(name)); },
+           py::arg("name"), py::call_guard<py::gil_scoped_release>())
+      .def("snapshot", [](PoolCore& core) { return core.get().Snapshot(); }, py::call_guard<py::gil_scoped_release>())
+      .def("budget", [](PoolCore& core, const std::string& device) { return core.get().budget(device); },
+           py::arg("device") = "cpu", py::call_guard<py::gil_scoped_release>(),
+           "The budget of a device (\"cpu\", \"cuda:0\"); 0 = none.")
+      .def("used", [](PoolCore& core, const std::string& device) { return core.get().used(device); },
+           py::arg("device") = "cpu", py::call_guard<py::gil_scoped_release>(),
+           "The sum of the charges of the models loaded there.")
       .def(
           "events",
           [](PoolCore& core) {
@@ -338,11 +309,8 @@ and fn runs once more on a fresh load; a second failure is raised.)doc")
             return list;
           },
           "The events since the last call (at most the latest 1024), oldest first.")
-      .def("__contains__",
-           [](PoolCore& core, const std::string& name) {
-             py::gil_scoped_release nogil;
-             return core.get().Contains(name);
-           })
+      .def("__contains__", [](PoolCore& core, const std::string& name) { return core.get().Contains(name); },
+           py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("runtime", [](const PoolCore& core) { return core.runtime; });
 
   m.def("_shutdown", &Shutdown, "Called at interpreter exit: pools stop calling on_event.");
