@@ -83,7 +83,7 @@ py::list RunFrames(const py::object& on_progress, const py::object& cancel, Fram
   return FramesToList(control.Finish(std::move(result)), frames.images);
 }
 
-constexpr const char* kFramesDoc = R"doc(
+constexpr const char* kFramesDoc = R"doc( Returns a list of numpy arrays, one per frame.
 
 frames: a list of numpy arrays, all of one kind:
   * float32 NCHW tensors [1,C,H,W] (C-contiguous; read without a copy); the
@@ -249,9 +249,7 @@ void BindOperations(py::module_& m, RuntimeClass& runtime) {
           },
           py::arg("exc_type"), py::arg("exc"), py::arg("traceback"))
       .def("run", &BlockOperation::Run, py::arg("session"), py::arg("inputs"), py::arg("outputs") = py::none(),
-           R"doc(run(session, inputs, outputs=None) -> dict[str, numpy.ndarray]
-
-One run of the operation: like Session.run (same inputs, outputs and errors),
+           R"doc(One run of the operation: like Session.run (same inputs, outputs and errors),
 but the run keeps the arena for the next run, unless it is the planned last one
 (total_runs). The GIL is released while the model runs.)doc")
       .def_property_readonly("done", &BlockOperation::done, "Runs finished so far.")
@@ -268,10 +266,8 @@ but the run keeps the arena for the next run, unless it is the planned last one
       kOperationDoc);
 
   DefFramesOperation(runtime, "run_per_frame", &RunPerFrame,
-                     "run_per_frame(session, frames, *, on_progress=None, cancel=None) -> list[numpy.ndarray]\n\n"
                      "One run per frame, in order (frames may differ in size), as one operation.");
   DefFramesOperation(runtime, "run_joint", &RunJoint,
-                     "run_joint(session, frames, *, on_progress=None, cancel=None) -> list[numpy.ndarray]\n\n"
                      "One run over all frames stacked into one batch (frames of equal size), split back per "
                      "frame.");
 
@@ -288,9 +284,7 @@ but the run keeps the arena for the next run, unless it is the planned last one
       py::arg("session"), py::arg("frames"), py::kw_only(), py::arg("tile") = 128, py::arg("overlap") = 8,
       py::arg("scale") = 0, py::arg("tiles_per_run") = 1, py::arg("on_progress") = py::none(),
       py::arg("cancel") = py::none(),
-      (std::string("run_tiled(session, frames, *, tile=128, overlap=8, scale=0, tiles_per_run=1, on_progress=None, "
-                   "cancel=None) -> list[numpy.ndarray]\n\n"
-                   "An image-to-image model over tiles of tile x tile pixels, each core with `overlap` pixels of "
+      (std::string("An image-to-image model over tiles of tile x tile pixels, each core with `overlap` pixels of "
                    "context, every tile of every frame in ONE operation: memory is released after the last tile of "
                    "the last frame. scale: output/input ratio (0: the model's metadata ebb.scale, else measured). "
                    "tiles_per_run tiles are stacked into one run.") + kFramesDoc)
@@ -308,8 +302,7 @@ but the run keeps the arena for the next run, unless it is the planned last one
       },
       py::arg("sessions"), py::arg("frames"), py::kw_only(), py::arg("on_progress") = py::none(),
       py::arg("cancel") = py::none(),
-      (std::string("run_pipeline(sessions, frames, *, on_progress=None, cancel=None) -> list[numpy.ndarray]\n\n"
-                   "Per frame, each model in turn (the output of one is the input of the next), as one "
+      (std::string("Per frame, each model in turn (the output of one is the input of the next), as one "
                    "operation.") + kFramesDoc)
           .c_str());
 }

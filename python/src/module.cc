@@ -54,9 +54,7 @@ py::dict Run(Session& session, const py::handle& inputs, const py::handle& outpu
   return ToDict(Unwrap(std::move(result)));
 }
 
-constexpr const char* kRunDoc = R"doc(run(inputs, outputs=None) -> dict[str, numpy.ndarray]
-
-Runs the model once, as ONE whole operation: when the run ends, the arena
+constexpr const char* kRunDoc = R"doc(Runs the model once, as ONE whole operation: when the run ends, the arena
 memory it grew into is given back (the shared CPU arena is shrunk and freed
 heap pages return to the OS), while the model stays loaded. To run several
 times and release only after the last run, use ``runtime.operation()`` or a
@@ -71,7 +69,7 @@ inputs: ``{input name: numpy.ndarray}``, every model input once. An array of
   ebb.InvalidArgument (a ValueError). ebb converts nothing implicitly.
 outputs: names of the outputs to compute; None computes all, in model order.
 
-Returns ``{output name: numpy.ndarray}``; the arrays own their memory (never an
+Returns ``{output name: numpy.ndarray}`` (dict[str, numpy.ndarray]); the arrays own their memory (never an
 arena's). The GIL is released while the model runs, so other Python threads
 keep running, and several threads may run models (even this one) at once.
 
