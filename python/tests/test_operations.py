@@ -3,6 +3,8 @@ their memory floor (measured in this process through runtime.memory() and /proc/
 progress, cancellation, Ctrl-C and errors."""
 import os
 import signal
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -275,3 +277,33 @@ def test_ctrl_c_stops_a_ready_made_operation(runtime, upscaler):
     timer.join()
     assert 0 < upscaler.run_count - runs < 144
     floor.check(freed_results=4 * many[0].nbytes * 4)  # the frames' 2x results
+
+
+NEVER = r"""
+import sys
+import numpy as np
+import ebb
+rt = ebb.Runtime({"release": "never"})
+s = rt.load(sys.argv[1])
+x = np.random.default_rng(1).random((1, 3, 512, 512), dtype=np.float32)
+reserved = lambda: next(a["reserved"] for a in rt.memory()["arenas"] if a["name"] == "cpu:shared")
+with rt.operation() as op:
+    op.run(s, {"x": x})
+kept = reserved()
+try:
+    with rt.operation() as op:
+        op.run(s, {"x": x})
+        raise KeyError
+except KeyError:
+    pass
+print(kept, reserved())
+"""
+
+
+def test_the_block_follows_the_policy(tmp_path):
+    """With {"release": "never"} the block keeps the arena at its end, as the C++ run boundary does; an
+    exception still gives it back, as a cancelled C++ Operation does."""
+    run = subprocess.run([sys.executable, "-c", NEVER, model("convnet")], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    kept, after_exception = map(int, run.stdout.split())
+    assert kept > 16 * MiB and after_exception < 1 * MiB
