@@ -64,6 +64,10 @@ class Control {
     } catch (py::error_already_set& e) {
       error_ = std::move(e);
       stop_.request_stop();
+    } catch (const std::exception& e) {  // nothing may escape into the library's loop
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+      error_ = py::error_already_set();
+      stop_.request_stop();
     }
   }
 

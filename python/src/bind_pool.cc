@@ -52,6 +52,9 @@ struct PoolCore {
       on_event(e);
     } catch (py::error_already_set& err) {
       err.discard_as_unraisable("ebb.ModelPool on_event");
+    } catch (const std::exception& err) {  // nothing may escape into the pool's threads
+      PyErr_SetString(PyExc_RuntimeError, err.what());
+      py::error_already_set().discard_as_unraisable("ebb.ModelPool on_event");
     }
   }
 
@@ -151,6 +154,8 @@ py::object RunWithRecovery(PoolCore& core, const std::string& name, const py::ob
         Status s = StatusFromPython(e);
         error = std::move(e);
         return s;
+      } catch (const std::exception& e) {  // nothing may escape into the pool
+        return Internal(e.what());
       }
     });
   }
