@@ -1,6 +1,9 @@
 // ebb._ebb._bench: the C++ baselines of python/bench/bench_python.py, timed in
 // C++ in the same process, on the same sessions and inputs as the Python calls
-// they are compared with. Not part of the public API.
+// they are compared with. Each timing is (wall seconds, process CPU seconds).
+// Not part of the public API.
+#include <time.h>
+
 #include <chrono>
 #include <cstdint>
 
@@ -11,9 +14,23 @@
 namespace ebb::python {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+// Wall and process CPU time since construction.
+class Stopwatch {
+ public:
+  Stopwatch() : wall_(std::chrono::steady_clock::now()), cpu_(CpuSeconds()) {}
+  std::pair<double, double> Elapsed() const {
+    return {std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_).count(), CpuSeconds() - cpu_};
+  }
 
-double Seconds(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+ private:
+  static double CpuSeconds() {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+  }
+  std::chrono::steady_clock::time_point wall_;
+  double cpu_;
+};
 
 // Frames as tensors the C++ loop reads in place (the caller's list keeps them alive).
 Frames TensorFrames(const py::handle& frames, const Session& session) {
@@ -22,19 +39,19 @@ Frames TensorFrames(const py::handle& frames, const Session& session) {
   return f;
 }
 
-// (seconds, results): the results go back to the caller, so that they are freed
-// when the caller drops them, as the Python calls' results are.
+// (wall, cpu, results): the results go back to the caller, so that they are
+// freed when the caller drops them, as the Python calls' results are.
 template <typename Fn>
 py::tuple TimeOperation(Fn fn) {
   Result<std::vector<Tensor>> out = InvalidArgument("not run");
-  double seconds = 0;
+  std::pair<double, double> elapsed;
   {
     py::gil_scoped_release nogil;
-    const auto start = Clock::now();
+    Stopwatch watch;
     out = fn();
-    seconds = Seconds(start);
+    elapsed = watch.Elapsed();
   }
-  return py::make_tuple(seconds, FramesToList(Unwrap(std::move(out)), false));
+  return py::make_tuple(elapsed.first, elapsed.second, FramesToList(Unwrap(std::move(out)), false));
 }
 
 }  // namespace
@@ -46,24 +63,24 @@ void BindBench(py::module_& m) {
       [](Session& session, const py::dict& inputs, int iterations, bool ends_operation) {
         std::vector<py::object> keep;
         std::vector<NamedTensor> named = InputsFromDict(session, inputs, &keep);
-        std::vector<double> seconds;
+        std::vector<std::pair<double, double>> times;
         Status failed;
         {
           py::gil_scoped_release nogil;
           RunFlags flags;
           flags.ends_operation = ends_operation;
           for (int i = 0; i < iterations && failed.ok(); ++i) {
-            const auto start = Clock::now();
+            Stopwatch watch;
             Result<std::vector<NamedTensor>> out = session.Run(named, flags);
-            seconds.push_back(Seconds(start));
+            times.push_back(watch.Elapsed());
             if (!out.ok()) failed = out.status();
           }
         }
         Check(failed);
-        return seconds;
+        return times;
       },
       py::arg("session"), py::arg("inputs"), py::arg("iterations"), py::arg("ends_operation") = true,
-      "Seconds of each of `iterations` Session::Run calls, timed in C++.");
+      "(wall, cpu) seconds of each of `iterations` Session::Run calls, timed in C++.");
   bench.def(
       "input_views",
       [](Session& session, const py::dict& inputs) {
@@ -86,7 +103,7 @@ void BindBench(py::module_& m) {
       },
       py::arg("runtime"), py::arg("session"), py::arg("frames"), py::arg("tile"), py::arg("overlap"),
       py::arg("tiles_per_run") = 1,
-      "(seconds, results) of one RunTiled call over float32 frames, timed in C++ without the GIL.");
+      "(wall, cpu, results) of one RunTiled call over float32 frames, timed in C++ without the GIL.");
   bench.def(
       "time_cpp_run_per_frame",
       [](Runtime& runtime, const std::shared_ptr<Session>& session, const py::list& frames) {
@@ -94,7 +111,7 @@ void BindBench(py::module_& m) {
         return TimeOperation([&] { return RunPerFrame(runtime, session, f.tensors); });
       },
       py::arg("runtime"), py::arg("session"), py::arg("frames"),
-      "(seconds, results) of one RunPerFrame call (one C++ ebb::Operation), timed in C++ without the GIL.");
+      "(wall, cpu, results) of one RunPerFrame call (one C++ ebb::Operation), timed in C++ without the GIL.");
 }
 
 }  // namespace ebb::python
