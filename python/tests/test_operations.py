@@ -247,7 +247,7 @@ def test_cancel_by_event_from_another_thread(runtime, upscaler):
     with pytest.raises(ebb.Cancelled):
         runtime.run_tiled(upscaler, many, tile=48, overlap=8, cancel=stop)
     timer.join()
-    assert 0 < upscaler.run_count - runs < 144
+    assert upscaler.run_count - runs < 144  # stopped early (0 runs if it came before the start)
     floor.check(freed_results=4 * many[0].nbytes * 4)  # the frames' 2x results
     stop.set()  # already set before the start: not a single run
     with pytest.raises(ebb.Cancelled, match="after 0 of"):
@@ -275,7 +275,7 @@ def test_ctrl_c_stops_a_ready_made_operation(runtime, upscaler):
     with pytest.raises(KeyboardInterrupt):
         runtime.run_tiled(upscaler, many, tile=48, overlap=8)
     timer.join()
-    assert 0 < upscaler.run_count - runs < 144
+    assert upscaler.run_count - runs < 144  # stopped early (0 runs if it came before the start)
     floor.check(freed_results=4 * many[0].nbytes * 4)  # the frames' 2x results
 
 
