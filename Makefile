@@ -12,7 +12,7 @@ PORT  ?= 8000
 setup:
 	GPU=$(GPU) bash scripts/setup.sh
 
-$(BUILD)/CMakeCache.txt: CMakeLists.txt tests/CMakeLists.txt | setup
+$(BUILD)/CMakeCache.txt: CMakeLists.txt tests/CMakeLists.txt python/CMakeLists.txt | setup
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
 build: setup $(BUILD)/CMakeCache.txt
@@ -34,6 +34,7 @@ bench: build
 	$(BUILD)/ebb bench release --json
 	$(BUILD)/ebb bench release --json --models $(BUILD)/generated_models --model conv_100mb --size 64
 	$(BUILD)/ebb bench footprint --json
+	PYTHONPATH=$(BUILD)/python /usr/bin/python3 python/bench/bench_python.py --json
 
 # Sanitizers: the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan, -O1)
 # and under ThreadSanitizer (build-tsan). Suppressions cover ONNX Runtime's own code only.
@@ -42,7 +43,8 @@ ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 
 	LSAN_OPTIONS=suppressions=$(SAN)/lsan.supp:print_suppressions=0 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:suppressions=$(SAN)/ubsan.supp
 TSAN_ENV := TSAN_OPTIONS=suppressions=$(SAN)/tsan.supp:halt_on_error=1:second_deadlock_stack=1
-SAN_CMAKE := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g -DNDEBUG" -DEBB_BUILD_BENCHMARKS=OFF
+SAN_CMAKE := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g -DNDEBUG" -DEBB_BUILD_BENCHMARKS=OFF \
+	-DEBB_BUILD_PYTHON=OFF
 
 asan: setup
 	cmake -S . -B build-asan $(SAN_CMAKE) -DEBB_SANITIZE=address

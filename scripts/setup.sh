@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepare everything ebb needs to build and test:
-#   - Debian packages (compiler, cmake, test/bench libs, python3-onnx, ...)
+#   - Debian packages (compiler, cmake, test/bench libs, python3-onnx, pybind11, ...)
 #   - ONNX Runtime 1.29.0 prebuilt (from the npm package of the Unity plugin)
 #     into third_party/onnxruntime/{include,lib}
 #   - optional CUDA execution provider (GPU=1)
@@ -63,6 +63,7 @@ APT_PACKAGES=(
     libcpp-httplib-dev prometheus-cpp-dev libssl-dev libpng-dev libjpeg-dev libboost1.81-dev zlib1g-dev
     python3 python3-onnx python3-numpy curl prometheus wrk libxxhash-dev
     rapidjson-dev clang-14 libfuzzer-14-dev
+    pybind11-dev python3-dev python3-pytest python3-venv python3-pip python3-setuptools python3-wheel
 )
 
 pkg_installed() {

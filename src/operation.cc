@@ -60,6 +60,12 @@ Status CheckImageModel(const Session& session) {
   return Status::Ok();
 }
 
+// A caller's frame as a run input, read in place (frames outlive the
+// operation, and a run only reads its inputs): no copy per frame.
+Tensor View(const Tensor& frame) {
+  return Tensor::Borrow(frame.type(), frame.shape(), const_cast<std::byte*>(frame.data()));
+}
+
 std::vector<NamedTensor> AsInput(const Session& session, Tensor t) {
   std::vector<NamedTensor> in;
   in.push_back({session.inputs()[0].name, std::move(t)});
@@ -75,7 +81,7 @@ Result<std::vector<Tensor>> RunPerFrame(Runtime& runtime, const std::shared_ptr<
   Operation op(runtime, options);
   for (const Tensor& frame : frames) {
     op.AddStep(
-        session, [&]() -> Result<std::vector<NamedTensor>> { return AsInput(*session, frame.Clone()); },
+        session, [&]() -> Result<std::vector<NamedTensor>> { return AsInput(*session, View(frame)); },
         [&](std::vector<NamedTensor> out) {
           results.push_back(std::move(out[0].tensor));
           return Status::Ok();
@@ -124,7 +130,7 @@ Result<std::vector<Tensor>> RunPipeline(Runtime& runtime, const std::vector<std:
       op.AddStep(
           stage,
           [&, f, k]() -> Result<std::vector<NamedTensor>> {
-            return AsInput(*stage, k == 0 ? frames[f].Clone() : std::move(carry[f]));
+            return AsInput(*stage, k == 0 ? View(frames[f]) : std::move(carry[f]));
           },
           [&, f](std::vector<NamedTensor> out) {
             carry[f] = std::move(out[0].tensor);

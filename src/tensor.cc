@@ -62,7 +62,16 @@ Tensor::Tensor(DataType type, Shape shape)
     : type_(type),
       shape_(std::move(shape)),
       size_(static_cast<size_t>(ElementCount(shape_)) * ElementSize(type)),
-      data_(std::make_unique_for_overwrite<std::byte[]>(size_)) {}
+      data_(new std::byte[size_]) {}  // default-initialised: uninitialised bytes
+
+Tensor Tensor::Borrow(DataType type, Shape shape, std::byte* data) {
+  Tensor t;
+  t.type_ = type;
+  t.shape_ = std::move(shape);
+  t.size_ = static_cast<size_t>(ElementCount(t.shape_)) * ElementSize(type);
+  t.data_ = std::unique_ptr<std::byte[], detail::TensorDeleter>(data, detail::TensorDeleter{false});
+  return t;
+}
 
 Tensor Tensor::FromFloats(Shape shape, std::span<const float> values) {
   Tensor t(DataType::kFloat32, std::move(shape));

@@ -8,7 +8,9 @@
 //
 // Thread safety: a Tensor is a plain value. Concurrent reads are fine;
 // a Tensor must not be written while a run reads it.
-// Ownership: move-only; Clone() makes a deep copy.
+// Ownership: move-only; Clone() makes a deep copy. A tensor made by Borrow()
+// owns nothing: it is a view of memory its caller keeps alive (how the Python
+// binding hands NumPy arrays to a run without copying them).
 #pragma once
 
 #include <cstddef>
@@ -55,6 +57,16 @@ int64_t ElementCount(const Shape& shape);
 // "[1,3,224,224]"
 std::string ShapeToString(const Shape& shape);
 
+namespace detail {
+// Frees a tensor's bytes unless they are borrowed (Tensor::Borrow).
+struct TensorDeleter {
+  bool owned = true;
+  void operator()(std::byte* p) const noexcept {
+    if (owned) delete[] p;
+  }
+};
+}  // namespace detail
+
 class Tensor {
  public:
   Tensor() = default;
@@ -70,7 +82,14 @@ class Tensor {
   // REQUIRES: values.size() == ElementCount(shape).
   static Tensor FromFloats(Shape shape, std::span<const float> values);
 
+  // A tensor over `data` (ElementCount(shape) elements of `type`), which stays
+  // the caller's: nothing is copied or freed. REQUIRES: `data` outlives the
+  // tensor, is aligned for `type`, and is not written while a run reads it (a
+  // run only reads its inputs). Clone() of a borrowed tensor owns its copy.
+  static Tensor Borrow(DataType type, Shape shape, std::byte* data);
+
   Tensor Clone() const;
+  bool borrowed() const { return !data_.get_deleter().owned; }
 
   DataType type() const { return type_; }
   const Shape& shape() const { return shape_; }
@@ -97,7 +116,7 @@ class Tensor {
   DataType type_ = DataType::kFloat32;
   Shape shape_;
   size_t size_ = 0;
-  std::unique_ptr<std::byte[]> data_;
+  std::unique_ptr<std::byte[], detail::TensorDeleter> data_;
 };
 
 // A tensor with the model input or output name it belongs to.

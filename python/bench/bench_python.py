@@ -1,0 +1,203 @@
+"""What the Python binding costs over the C++ library, measured in one process (`make bench`).
+
+    PYTHONPATH=build/python /usr/bin/python3 python/bench/bench_python.py [--iterations N] [--repeats R]
+
+Prints one JSON object. Every C++ baseline runs in THIS process, on the same sessions and the same
+input arrays, through ebb._ebb._bench (a C++ loop timed in C++, no Python between its runs), and is
+interleaved with the Python calls it is compared with (the order rotated every round), so that drift
+on a shared machine hits both. Each figure is a median of wall time and of process CPU time; the
+runtime has one intra-op thread, so a run's CPU time is its own work, not time spent waiting for a
+core another process holds. Each comparison also times the C++ baseline twice ("cpp_again"): that
+A/A ratio is the noise of the measurement, to read the A/B ratio against.
+
+* call_overhead: convnet on a 256x256 input. Python `op.run` inside one operation against C++
+  Session::Run with ends_operation=false (the run boundary without a release): the goal (<= 1.05).
+  Also Python `session.run` (a whole operation: it releases) against Session::Run with
+  ends_operation=true, where the release and the regrowth after it dominate.
+* run_tiled: waifu2x_scale2x over two 64x64 float32 frames in 48-pixel tiles (overlap 8), one
+  operation of all frames (8 runs); Python `runtime.run_tiled` (progress hook, Ctrl-C check,
+  conversions) against C++ RunTiled called from C++. Per-frame cost; goal <= 1.03.
+* operation_block: the `with runtime.operation()` block, deferred (release at block exit through
+  Runtime::Trim) and planned (total_runs: the last run carries the release), against the C++
+  Operation (RunPerFrame called from C++) on the same frames: time per operation and the memory each
+  ends at (arena reserved; RSS less the results, which the caller holds while it is read).
+"""
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import ebb
+from ebb import _ebb
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+MODELS = pathlib.Path(os.environ.get("EBB_MODELS_DIR", ROOT / "models"))
+
+
+def rss_bytes():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+
+
+def shared_reserved(rt):
+    return next(a["reserved"] for a in rt.memory()["arenas"] if a["name"] == "cpu:shared")
+
+
+def noise(side, seed, count=1):
+    rng = np.random.default_rng(seed)
+    return [rng.random((1, 3, side, side), dtype=np.float32) for _ in range(count)]
+
+
+def timed(fn):
+    """(wall seconds, process CPU seconds, result) of fn()."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = fn()
+    return time.perf_counter() - wall, time.process_time() - cpu, out
+
+
+def interleave(modes, repeats, after=None):
+    """Each mode once per repeat, the order rotated every repeat; {mode: [(wall, cpu)]}."""
+    names = list(modes)
+    samples = {m: [] for m in names}
+    for i in range(repeats):
+        k = i % len(names)
+        for m in names[k:] + names[:k]:
+            wall, cpu, out = modes[m]()
+            samples[m].append((wall, cpu))
+            if after:
+                after(m, out)
+            del out  # before the next mode runs
+    return samples
+
+
+def medians(samples, per=1):
+    """{mode: {"wall_ms", "cpu_ms"}}: medians in milliseconds, divided by `per`."""
+    return {m: {"wall_ms": statistics.median(w for w, _ in v) * 1e3 / per,
+                "cpu_ms": statistics.median(c for _, c in v) * 1e3 / per} for m, v in samples.items()}
+
+
+def compare(samples, subject, base, again, per=1):
+    """Medians of every mode, subject/base ratios, and base/again (A/A: the noise of this measurement)."""
+    med = medians(samples, per)
+    return {"medians": med,
+            "ratio_wall": med[subject]["wall_ms"] / med[base]["wall_ms"],
+            "ratio_cpu": med[subject]["cpu_ms"] / med[base]["cpu_ms"],
+            "a_a_ratio_wall": med[again]["wall_ms"] / med[base]["wall_ms"],
+            "a_a_ratio_cpu": med[again]["cpu_ms"] / med[base]["cpu_ms"]}
+
+
+def cpp_run(s, inputs, ends_operation):
+    wall, cpu = _ebb._bench.time_cpp_runs(s, inputs, 1, ends_operation)[0]
+    return wall, cpu, None
+
+
+def call_overhead(rt, iterations):
+    s = rt.load(str(MODELS / "convnet" / "model.onnx"), device="cpu")
+    inputs = {"x": noise(256, 1)[0]}
+    with rt.operation() as op:
+        mid = {"python": lambda: timed(lambda: op.run(s, inputs)),
+               "cpp": lambda: cpp_run(s, inputs, False), "cpp_again": lambda: cpp_run(s, inputs, False)}
+        interleave(mid, 5)
+        mid_samples = interleave(mid, iterations)
+    whole = {"python": lambda: timed(lambda: s.run(inputs)),
+             "cpp": lambda: cpp_run(s, inputs, True), "cpp_again": lambda: cpp_run(s, inputs, True)}
+    whole_samples = interleave(whole, max(5, iterations // 3))
+    return {
+        "model": "convnet", "input_shape": [1, 3, 256, 256], "iterations": iterations,
+        "baseline": "Session::Run timed in C++ in this process (ebb._ebb._bench.time_cpp_runs), interleaved",
+        "mid_operation": compare(mid_samples, "python", "cpp", "cpp_again"),
+        "whole_operation": compare(whole_samples, "python", "cpp", "cpp_again"),
+    }
+
+
+def run_tiled(rt, repeats):
+    up = rt.load(str(MODELS / "waifu2x_scale2x" / "model.onnx"), device="cpu")
+    frames = noise(64, 2, count=2)
+    tile, overlap = 48, 8
+    runs_before = up.run_count
+    modes = {"python": lambda: timed(lambda: rt.run_tiled(up, frames, tile=tile, overlap=overlap)),
+             "cpp": lambda: _ebb._bench.time_cpp_run_tiled(rt, up, frames, tile, overlap),
+             "cpp_again": lambda: _ebb._bench.time_cpp_run_tiled(rt, up, frames, tile, overlap)}
+    interleave(modes, 1)  # warm-up
+    runs = (up.run_count - runs_before) // len(modes)
+    result = compare(interleave(modes, repeats), "python", "cpp", "cpp_again", per=len(frames))
+    return {
+        "model": "waifu2x_scale2x", "frames": len(frames), "frame_shape": [1, 3, 64, 64], "tile": tile,
+        "overlap": overlap, "runs_per_operation": runs, "repeats": repeats,
+        "baseline": "RunTiled called from C++ in this process (ebb._ebb._bench.time_cpp_run_tiled), interleaved",
+        "per_frame": result,
+    }
+
+
+def operation_block(rt, repeats):
+    s = rt.load(str(MODELS / "convnet" / "model.onnx"), device="cpu")
+    frames = noise(512, 3, count=3)
+
+    def block(total):
+        with rt.operation(total_runs=total) as op:
+            return [op.run(s, {"x": f})["y"] for f in frames]
+
+    modes = {"cpp_operation": lambda: _ebb._bench.time_cpp_run_per_frame(rt, s, frames),
+             "block_deferred": lambda: timed(lambda: block(None)),
+             "block_planned": lambda: timed(lambda: block(len(frames)))}
+    interleave(modes, 1)  # warm-up
+    rt.trim()
+    floor = {"reserved": shared_reserved(rt), "rss": rss_bytes()}
+    after = {m: [] for m in modes}
+
+    def measure(mode, outputs):
+        # The results are the caller's memory: held while measuring, not counted.
+        after[mode].append((shared_reserved(rt), rss_bytes() - sum(o.nbytes for o in outputs)))
+
+    samples = interleave(modes, repeats, measure)
+    result = {"model": "convnet", "frames": len(frames), "frame_shape": [1, 3, 512, 512], "repeats": repeats,
+              "reserved_after_load": floor["reserved"], "rss_after_load": floor["rss"]}
+    med = medians(samples)
+    for m in modes:
+        result[m] = dict(med[m], ratio_wall_to_cpp=med[m]["wall_ms"] / med["cpp_operation"]["wall_ms"],
+                         ratio_cpu_to_cpp=med[m]["cpu_ms"] / med["cpp_operation"]["cpu_ms"],
+                         reserved_after_max=max(r for r, _ in after[m]),
+                         rss_after_max=max(r for _, r in after[m]))
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--json", action="store_true", help="accepted for symmetry with ebb bench: JSON is the only output")
+    args = parser.parse_args()
+    # One intra-op thread: a run does not wait at ORT's barriers for a thread that another process's work
+    # has pushed off its core, which makes timings on a shared machine much steadier. Both sides use it.
+    rt = ebb.Runtime({"intra_op_threads": 1})
+    overhead = call_overhead(rt, args.iterations)
+    tiled = run_tiled(rt, args.repeats)
+    block = operation_block(rt, args.repeats)
+    floor = block["reserved_after_load"]
+    same_floor = lambda m: block[m]["reserved_after_max"] == floor and \
+        block[m]["rss_after_max"] <= block["rss_after_load"] * 1.10
+    mid, tiled_frame = overhead["mid_operation"], tiled["per_frame"]
+    report = {
+        "benchmark": "python", "policy": {"intra_op_threads": 1},
+        "python": sys.version.split()[0], "ebb": ebb.__version__,
+        "load_average_1min": os.getloadavg()[0], "cpus": os.cpu_count(),
+        "call_overhead": overhead, "run_tiled": tiled, "operation_block": block,
+        "goals": {
+            "call_overhead_wall_ratio_le_1_05": mid["ratio_wall"] <= 1.05,
+            "call_overhead_cpu_ratio_le_1_05": mid["ratio_cpu"] <= 1.05,
+            "run_tiled_per_frame_wall_ratio_le_1_03": tiled_frame["ratio_wall"] <= 1.03,
+            "run_tiled_per_frame_cpu_ratio_le_1_03": tiled_frame["ratio_cpu"] <= 1.03,
+            "block_deferred_same_floor_as_cpp": same_floor("block_deferred") and same_floor("cpp_operation"),
+            "block_planned_same_floor_as_cpp": same_floor("block_planned") and same_floor("cpp_operation"),
+        },
+    }
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
