@@ -245,7 +245,9 @@ EOF
 
 # --------------------------------------------------- e. generated models ----
 GEN_SCRIPT=tools/make_test_models.py
-GEN_MODELS=(models/convnet/model.onnx models/tiny/model.onnx models/mixed/model.onnx models/twochannel/model.onnx)
+GEN_MODELS=(models/convnet/model.onnx models/tiny/model.onnx models/mixed/model.onnx models/twochannel/model.onnx
+            models/strings/model.onnx models/identity/model.onnx
+            models/halves/model.onnx)
 
 step_gen_models() {
     local need=0 m

@@ -67,6 +67,7 @@ Tensor Sample(DataType type) {
       using L = std::numeric_limits<double>;
       return Make<double>(type, {2, 3}, {0.1, -0.0, L::max(), L::lowest(), L::denorm_min(), 1 / 3.0});
     }
+    case DataType::kBytes: return Tensor::FromStrings({2}, std::vector<std::string>{"a", ""});
   }
   return Tensor();
 }

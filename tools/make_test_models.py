@@ -10,6 +10,12 @@ Writes (deterministically, fixed seed):
   OUT/tiny/model.onnx     x f32[1,64] -> MatMul(64x64) -> Add -> Relu -> y f32[1,64]
   OUT/mixed/model.onnx    a f32, b i64, c u8, flag bool (all [N,4]) ->
                           sum f32, b2 i64, nflag bool, d f64 (all [N,4])
+  OUT/identity/model.onnx one input per element type (bool, uint8..uint64, int8..int64,
+                          fp32, fp64, string), each [N], -> out_<type> = Identity
+  OUT/halves/model.onnx   the same for fp16 and bf16 (which the gRPC protocol carries raw only)
+  OUT/strings/model.onnx  text string[N,M] -> echo string[N,M] (Identity),
+                          id i64[N,M] (ai.onnx.ml LabelEncoder: apple 0, banana 1,
+                          cherry 2, anything else -1)
 
 opset 17, ir_version 8 (accepted by ONNX Runtime 1.29).
 """
@@ -27,12 +33,12 @@ IR_VERSION = 8
 SEED = 20240601
 
 
-def finish(graph, name):
+def finish(graph, name, extra_opsets=()):
     model = helper.make_model(
         graph,
         producer_name="ebb-make_test_models",
         producer_version="1",
-        opset_imports=[helper.make_opsetid("", OPSET)],
+        opset_imports=[helper.make_opsetid("", OPSET)] + [helper.make_opsetid(d, v) for d, v in extra_opsets],
     )
     model.ir_version = IR_VERSION
     model.doc_string = name
@@ -131,6 +137,52 @@ def make_twochannel(rng):
     return finish(graph, "1x1 conv on 2-channel images")
 
 
+STRING_KEYS = ["apple", "banana", "cherry"]
+
+
+def make_strings():
+    """String tensors through the run boundary: ONNX Runtime's CPU provider runs Identity and
+    ai.onnx.ml LabelEncoder (opset 2) on strings."""
+    shape = ["N", "M"]
+    nodes = [
+        helper.make_node("Identity", ["text"], ["echo"], name="echo"),
+        helper.make_node(
+            "LabelEncoder", ["text"], ["id"], name="lookup", domain="ai.onnx.ml",
+            keys_strings=STRING_KEYS, values_int64s=list(range(len(STRING_KEYS))), default_int64=-1,
+        ),
+    ]
+    graph = helper.make_graph(
+        nodes, "strings",
+        [helper.make_tensor_value_info("text", TensorProto.STRING, shape)],
+        [
+            helper.make_tensor_value_info("echo", TensorProto.STRING, shape),
+            helper.make_tensor_value_info("id", TensorProto.INT64, shape),
+        ],
+    )
+    return finish(graph, "echo = text; id = index of text in [apple, banana, cherry], else -1",
+                  extra_opsets=[("ai.onnx.ml", 2)])
+
+
+IDENTITY_TYPES = [
+    ("bool", TensorProto.BOOL), ("uint8", TensorProto.UINT8), ("uint16", TensorProto.UINT16),
+    ("uint32", TensorProto.UINT32), ("uint64", TensorProto.UINT64), ("int8", TensorProto.INT8),
+    ("int16", TensorProto.INT16), ("int32", TensorProto.INT32), ("int64", TensorProto.INT64),
+    ("fp32", TensorProto.FLOAT), ("fp64", TensorProto.DOUBLE), ("bytes", TensorProto.STRING),
+]
+HALF_TYPES = [("fp16", TensorProto.FLOAT16), ("bf16", TensorProto.BFLOAT16)]
+
+
+def make_identity(types, graph_name):
+    """Element types in and out unchanged: for protocol tests of every datatype."""
+    nodes, inputs, outputs = [], [], []
+    for name, elem in types:
+        nodes.append(helper.make_node("Identity", ["in_" + name], ["out_" + name], name="id_" + name))
+        inputs.append(helper.make_tensor_value_info("in_" + name, elem, ["N"]))
+        outputs.append(helper.make_tensor_value_info("out_" + name, elem, ["N"]))
+    graph = helper.make_graph(nodes, graph_name, inputs, outputs)
+    return finish(graph, "out_<type> = in_<type> for " + ", ".join(t for t, _ in types))
+
+
 def write(model, out_dir, name):
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
@@ -153,6 +205,9 @@ def main(argv):
     write(make_tiny(rng), args.out, "tiny")
     write(make_mixed(), args.out, "mixed")
     write(make_twochannel(rng), args.out, "twochannel")
+    write(make_strings(), args.out, "strings")
+    write(make_identity(IDENTITY_TYPES, "identity"), args.out, "identity")
+    write(make_identity(HALF_TYPES, "halves"), args.out, "halves")
     return 0
 
 

@@ -194,6 +194,7 @@ std::string Requirement(DataType type) {
     case DataType::kBFloat16: return "a number within BF16 range or null";
     case DataType::kFloat32: return "a number within FP32 range or null";
     case DataType::kFloat64: return "a number or null";
+    case DataType::kBytes: return "a string";
   }
   return "a valid value";
 }
@@ -261,6 +262,7 @@ Status DecodeJsonData(const json& data, const DecodeSite& site, Tensor* t) {
     case DataType::kBFloat16: return Fill<uint16_t>(data, DecodeBrain, t, site);
     case DataType::kFloat32: return Fill<float>(data, DecodeFloat32, t, site);
     case DataType::kFloat64: return Fill<double>(data, DecodeFloat64, t, site);
+    case DataType::kBytes: break;  // refused by ParseDatatype
   }
   return Internal("unhandled data type");
 }
@@ -584,6 +586,18 @@ void AppendJsonData(std::string* out, const Tensor& t) {
           out, t, [](std::string* o, uint16_t v) { AppendFloat32(o, static_cast<float>(FromSmallFloat(v, kBrain))); });
     case DataType::kFloat32: return AppendValues<float>(out, t, AppendFloat32);
     case DataType::kFloat64: return AppendValues<double>(out, t, AppendFloating<double>);
+    case DataType::kBytes: {
+      // JSON strings; bytes that are not UTF-8 become U+FFFD (binary data keeps them).
+      *out += '[';
+      bool first = true;
+      for (std::string_view v : t.strings()) {
+        if (!first) *out += ',';
+        first = false;
+        *out += Quote(v);
+      }
+      *out += ']';
+      return;
+    }
   }
 }
 
