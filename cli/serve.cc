@@ -29,6 +29,10 @@ int Serve(const ServeOptions& o) {
   auto service = server::InferenceService::Create(*runtime, repo_options, o.service);
   if (!service.ok()) return Fail(service.status());
   server::ModelRepository& repository = (*service)->repository();
+  for (const server::FolderProblem& p : repository.Problems()) {
+    std::fprintf(stderr, "ebb: warning: folder '%s' of the repository is not served: %s\n", p.folder.c_str(),
+                 p.reason.c_str());
+  }
   if (o.load_all) {
     for (const auto& [name, status] : repository.LoadAll()) {
       std::fprintf(stderr, "ebb: model '%s' did not load: %s\n", name.c_str(), status.ToString().c_str());
@@ -41,7 +45,7 @@ int Serve(const ServeOptions& o) {
   const std::string url = "http://" + o.http.host + ":" + std::to_string(http.port());
   std::printf("ebb serve: %s (repository %s)\n", url.c_str(), repository.root().c_str());
   for (const server::ModelInfo& m : repository.Index()) {
-    std::printf("  %-20s %s\n", m.name.c_str(), PoolStateName(m.state));
+    std::printf("  %-20s %-3s %s\n", m.name.c_str(), m.version.c_str(), PoolStateName(m.state));
   }
   std::printf("try:\n  curl -s %s/v2/models/mixed/infer -H 'Content-Type: application/json' -d "
               "'{\"inputs\":[{\"name\":\"a\",\"shape\":[1,4],\"datatype\":\"FP32\",\"data\":[1,2,3,4]},"
@@ -57,8 +61,9 @@ int Serve(const ServeOptions& o) {
   sigwait(&signals, &signal);
   std::printf("ebb serve: %s received, finishing requests in flight\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
   std::fflush(stdout);
-  (*service)->BeginShutdown();
-  http.Stop();
+  (*service)->BeginShutdown();    // not ready; new inferences refused
+  http.Stop();                    // stops listening; HTTP requests in flight finish
+  (*service)->WaitIdle();         // every inference and load in flight
   serving.join();
   return 0;
 }

@@ -17,13 +17,17 @@ namespace ebb::testing {
 class ServerProcess {
  public:
   // Starts `ebb serve --port 0 <args>` and waits for it to print its URL.
-  bool Start(const std::vector<std::string>& args) {
+  // Its stderr goes to `stderr_path` when given.
+  bool Start(const std::vector<std::string>& args, const std::string& stderr_path = "") {
     int out[2];
     if (pipe(out) != 0) return false;
     pid_ = fork();
     if (pid_ == 0) {
       dup2(out[1], STDOUT_FILENO);
       close(out[0]);
+      if (!stderr_path.empty()) {
+        if (FILE* err = std::fopen(stderr_path.c_str(), "w")) dup2(fileno(err), STDERR_FILENO);
+      }
       std::vector<std::string> all = {EBB_BINARY, "serve", "--port", "0", "--device", "cpu"};
       all.insert(all.end(), args.begin(), args.end());
       std::vector<char*> argv;

@@ -475,6 +475,13 @@ Status ParseOneOutput(const json& output, size_t index, RestInferRequest* rest) 
   Result<const json*> params = Parameters(output, label);
   if (!params.ok()) return params.status();
   if (*params == nullptr) return Status::Ok();
+  if (const auto k = (*params)->find("classification"); k != (*params)->end()) {
+    int64_t count = 0;
+    if (!DecodeInteger(*k, &count) || count < 0) {
+      return InvalidArgument(label + ": parameters.classification must be a non-negative integer, got " + Excerpt(*k));
+    }
+    if (count > 0) request->classification[*name] = count;  // 0: not requested (as Triton's clients send it)
+  }
   const auto it = (*params)->find("binary_data");
   if (it == (*params)->end()) return Status::Ok();
   const auto* binary = it->get_ptr<const json::boolean_t*>();
