@@ -85,11 +85,15 @@ int main(int argc, char** argv) {
   AddCommon(serve_cmd, &serve.common);
   serve_cmd->add_option("--repository", serve.repository, "model repository folder")->capture_default_str();
   serve_cmd->add_option("--host", serve.http.host, "address to listen on")->capture_default_str();
-  serve_cmd->add_option("--port", serve.http.port, "port (0 = any free port)")->capture_default_str();
+  serve_cmd->add_option("--port", serve.http.port, "HTTP port (0 = any free port)")->capture_default_str();
+  serve_cmd->add_option("--grpc-port", serve.grpc_port, "gRPC port (0 = no gRPC, -1 = any free port)")
+      ->capture_default_str();
   serve_cmd->add_option("--workers", serve.service.workers, "inferences running at once")->capture_default_str();
   serve_cmd->add_option("--queue", serve.service.queue, "inferences waiting before 503")->capture_default_str();
   serve_cmd->add_option("--http-threads", serve.http.threads, "connection threads")->capture_default_str();
-  serve_cmd->add_option("--max-body-bytes", serve.http.max_body_bytes, "request body limit")->capture_default_str();
+  serve_cmd->add_option("--max-body-bytes", serve.http.max_body_bytes,
+                        "request body limit (HTTP) and request message limit (gRPC)")
+      ->capture_default_str();
   serve_cmd->add_option("--memory-budget", serve.pool.cpu_budget_bytes,
                         "CPU memory budget for loaded models in bytes (0 = --budget-fraction of RAM)")
       ->capture_default_str();

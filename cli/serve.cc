@@ -1,13 +1,18 @@
 // `ebb serve`: the KServe v2 inference server on a model repository folder.
 // A thin layer: flags -> Runtime, InferenceService (the server core, which
-// opens the repository), RestApi + HttpServer; SIGINT/SIGTERM stop it gracefully.
+// opens the repository), RestApi + HttpServer and the gRPC service +
+// GrpcServer over the same core; SIGINT/SIGTERM stop both gracefully.
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <thread>
 
 #include "commands.h"
+#include "grpc/grpc_server.h"
+#include "grpc/inference_api.h"
 
 namespace ebb::cli {
 
@@ -41,9 +46,16 @@ int Serve(const ServeOptions& o) {
   server::RestApi api(**service);
   server::HttpServer http(api, o.http);
   if (Status st = http.Bind(); !st.ok()) return Fail(st);
+  std::unique_ptr<grpc::Service> inference = server::MakeGrpcInferenceService(**service);
+  server::GrpcServer grpc_server({o.http.host, std::max(o.grpc_port, 0), o.http.max_body_bytes});
+  if (o.grpc_port != 0) {
+    grpc_server.AddService(inference.get(), server::kGrpcInferenceServiceName);
+    if (Status st = grpc_server.Start(); !st.ok()) return Fail(st);
+  }
 
   const std::string url = "http://" + o.http.host + ":" + std::to_string(http.port());
   std::printf("ebb serve: %s (repository %s)\n", url.c_str(), repository.root().c_str());
+  if (o.grpc_port != 0) std::printf("ebb serve: grpc %s:%d\n", o.http.host.c_str(), grpc_server.port());
   for (const server::ModelInfo& m : repository.Index()) {
     std::printf("  %-20s %-3s %s\n", m.name.c_str(), m.version.c_str(), PoolStateName(m.state));
   }
@@ -62,8 +74,10 @@ int Serve(const ServeOptions& o) {
   std::printf("ebb serve: %s received, finishing requests in flight\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
   std::fflush(stdout);
   (*service)->BeginShutdown();    // not ready; new inferences refused
+  grpc_server.SetServing(false);  // grpc.health.v1: NOT_SERVING
   http.Stop();                    // stops listening; HTTP requests in flight finish
-  (*service)->WaitIdle();         // every inference and load in flight
+  (*service)->WaitIdle();         // every inference and load in flight, over either front end
+  grpc_server.Shutdown();         // stops listening, ends what is left (health watches)
   serving.join();
   return 0;
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepare everything ebb needs to build and test:
-#   - Debian packages (compiler, cmake, test/bench libs, python3-onnx, ...)
+#   - Debian packages (compiler, cmake, test/bench libs, gRPC and protobuf,
+#     python3-onnx, python3-grpcio, ...)
 #   - ONNX Runtime 1.29.0 prebuilt (from the npm package of the Unity plugin)
 #     into third_party/onnxruntime/{include,lib}
 #   - optional CUDA execution provider (GPU=1)
@@ -62,6 +63,7 @@ APT_PACKAGES=(
     libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
     libcpp-httplib-dev prometheus-cpp-dev libssl-dev libpng-dev libjpeg-dev
     python3 python3-onnx python3-numpy curl prometheus wrk
+    libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc python3-grpcio python3-pytest
 )
 
 pkg_installed() {

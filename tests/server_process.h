@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -16,8 +17,9 @@ namespace ebb::testing {
 
 class ServerProcess {
  public:
-  // Starts `ebb serve --port 0 <args>` and waits for it to print its URL.
-  // Its stderr goes to `stderr_path` when given.
+  // Starts `ebb serve --port 0 <args>` (without gRPC unless `args` has
+  // --grpc-port) and waits for it to print its URL. Its stderr goes to
+  // `stderr_path` when given.
   bool Start(const std::vector<std::string>& args, const std::string& stderr_path = "") {
     int out[2];
     if (pipe(out) != 0) return false;
@@ -29,6 +31,9 @@ class ServerProcess {
         if (FILE* err = std::fopen(stderr_path.c_str(), "w")) dup2(fileno(err), STDERR_FILENO);
       }
       std::vector<std::string> all = {EBB_BINARY, "serve", "--port", "0", "--device", "cpu"};
+      if (std::find(args.begin(), args.end(), "--grpc-port") == args.end()) {
+        all.insert(all.end(), {"--grpc-port", "0"});
+      }
       all.insert(all.end(), args.begin(), args.end());
       std::vector<char*> argv;
       for (std::string& a : all) argv.push_back(a.data());
