@@ -134,6 +134,7 @@ int main(int argc, char** argv) {
   auto* floor_cmd = add_bench("floor", "reserved and RSS after load, at the peak, and after release");
   auto* release_cmd = add_bench("release", "a tiled multi-frame operation under every release mode");
   auto* http_cmd = add_bench("http", "the server's own cost per request over the run boundary");
+  auto* grpc_cmd = add_bench("grpc", "the gRPC front end's cost per request, beside HTTP's, in one run");
   auto* switch_cmd = add_bench("switch", "models rotating under all_resident, destroy_on_switch and budget_lru");
   auto* sessions_cmd = add_bench("sessions", "1 to 16 sessions: per-session arenas against one shared capped arena");
 
@@ -155,6 +156,7 @@ int main(int argc, char** argv) {
   if (*floor_cmd) return BenchFloor(bench);
   if (*release_cmd) return BenchRelease(bench);
   if (*http_cmd) return BenchHttp(bench);
+  if (*grpc_cmd) return BenchGrpc(bench);
   if (*switch_cmd) return BenchSwitch(bench);
   if (*sessions_cmd) return BenchSessions(bench);
   return 1;
