@@ -3,8 +3,10 @@
 // FP32 input) go in-process through the run boundary, over HTTP/1.1 as JSON
 // (keep-alive, one client), and over gRPC (one channel; the input in
 // raw_input_contents, as Triton's clients send it; and in typed
-// fp32_contents), interleaved. Overhead = median over the wire - median
-// in-process. Goal: gRPC overhead p50 <= HTTP overhead p50.
+// fp32_contents), interleaved; and a request that does nothing on each
+// (ServerLive, GET /v2/health/live), the floor of each transport.
+// Overhead = median over the wire - median in-process.
+// Goal: gRPC overhead p50 <= HTTP overhead p50.
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
 
@@ -71,7 +73,7 @@ int BenchGrpc(const BenchOptions& options) {
     inference::ModelInferResponse response;
     return stub->ModelInfer(&context, request, &response).ok() && response.raw_output_contents_size() == 1;
   };
-  std::vector<double> local_us, http_us, raw_us, typed_us, live_us;
+  std::vector<double> local_us, http_us, raw_us, typed_us, live_us, http_live_us;
   int failures = 0;
   for (int i = 0; i < n + 50; ++i) {  // the first 50 of each warm up
     double t0 = NowMs();
@@ -88,7 +90,11 @@ int BenchGrpc(const BenchOptions& options) {
     inference::ServerLiveResponse live;
     failures += stub->ServerLive(&context, {}, &live).ok() ? 0 : 1;  // gRPC's own floor
     double t5 = NowMs();
+    auto http_live = client.Get("/v2/health/live");  // HTTP's
+    double t6 = NowMs();
+    failures += http_live && http_live->status == 200 ? 0 : 1;
     if (i >= 50) {
+      http_live_us.push_back((t6 - t5) * 1000);
       local_us.push_back((t1 - t0) * 1000);
       http_us.push_back((t2 - t1) * 1000);
       raw_us.push_back((t3 - t2) * 1000);
@@ -114,6 +120,7 @@ int BenchGrpc(const BenchOptions& options) {
              {"grpc_overhead_p99_us", Percentile(raw_us, 0.99) - local_p50},
              {"grpc_typed_p50_us", Median(typed_us)},
              {"grpc_server_live_p50_us", Median(live_us)},
+             {"http_health_live_p50_us", Median(http_live_us)},
              {"goals", {{"grpc_overhead_p50_at_most_http", grpc_overhead <= http_overhead}}}});
   return failures ? 1 : 0;
 }

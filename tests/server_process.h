@@ -18,8 +18,8 @@ namespace ebb::testing {
 class ServerProcess {
  public:
   // Starts `ebb serve --port 0 <args>` (without gRPC unless `args` has
-  // --grpc-port) and waits for it to print its URL. Its stderr goes to
-  // `stderr_path` when given.
+  // --grpc-port) and waits for it to print its URL (and gRPC address). Its
+  // stderr goes to `stderr_path` when given.
   bool Start(const std::vector<std::string>& args, const std::string& stderr_path = "") {
     int out[2];
     if (pipe(out) != 0) return false;
@@ -43,12 +43,14 @@ class ServerProcess {
     }
     close(out[1]);
     stdout_ = fdopen(out[0], "r");
+    const auto grpc = std::find(args.begin(), args.end(), "--grpc-port");
+    const bool with_grpc = grpc != args.end() && grpc + 1 != args.end() && grpc[1] != "0";
     char line[4096];
     while (fgets(line, sizeof line, stdout_)) {
       std::string s(line);
-      auto at = s.find("http://127.0.0.1:");
-      if (at != std::string::npos) {
-        port_ = std::stoi(s.substr(at + 17));
+      if (auto at = s.find("http://127.0.0.1:"); at != std::string::npos) port_ = std::stoi(s.substr(at + 17));
+      if (auto at = s.find("grpc 127.0.0.1:"); at != std::string::npos) grpc_port_ = std::stoi(s.substr(at + 15));
+      if (port_ && (!with_grpc || grpc_port_)) {
         // Keep draining stdout so the child never blocks on a full pipe.
         drain_ = std::thread([f = stdout_] {
           char buf[4096];
@@ -79,11 +81,13 @@ class ServerProcess {
   }
 
   int port() const { return port_; }
+  int grpc_port() const { return grpc_port_; }
   pid_t pid() const { return pid_; }
 
  private:
   pid_t pid_ = -1;
   int port_ = 0;
+  int grpc_port_ = 0;
   FILE* stdout_ = nullptr;
   std::thread drain_;
 };
