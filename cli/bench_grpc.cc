@@ -12,57 +12,36 @@
 
 #include <thread>
 
-#include "bench.h"
-#include "core/service.h"
+#include "bench_server.h"
 #include "grpc/grpc_server.h"
 #include "grpc/inference_api.h"
 #include "grpc_service.grpc.pb.h"
-#include "http/http_server.h"
 
 namespace ebb::cli {
 
 int BenchGrpc(const BenchOptions& options) {
-  const std::string model = options.model == "convnet" ? "tiny" : options.model;  // a small model by default
   const int n = options.iterations ? options.iterations : 2000;
-  auto runtime = MakeRuntime(options.common);
-  if (!runtime) return 1;
-  auto service = server::InferenceService::Create(*runtime, {.root = options.common.models_dir}, {});
-  if (!service.ok()) return Fail(service.status());
-  server::ModelRepository& repository = (*service)->repository();
-  if (Status st = repository.Load(model); !st.ok()) return Fail(st);
-  server::RestApi api(**service);
-  server::HttpServer http(api, {.port = 0});
-  if (Status st = http.Bind(); !st.ok()) return Fail(st);
-  std::thread serving([&http] { http.Serve(); });
-  std::unique_ptr<grpc::Service> inference = server::MakeGrpcInferenceService(**service);
+  std::unique_ptr<BenchServer> b = BenchServer::Start(options);
+  if (!b) return 1;
+  const std::string model = b->model;
+  std::unique_ptr<grpc::Service> inference = server::MakeGrpcInferenceService(b->service());
   server::GrpcServer grpc_server({.port = 0});
   grpc_server.AddService(inference.get(), server::kGrpcInferenceServiceName);
   if (Status st = grpc_server.Start(); !st.ok()) return Fail(st);
-
-  auto handle = repository.Acquire(model);
-  if (!handle.ok()) return Fail(handle.status());
-  const TensorInfo& in = handle->session()->inputs()[0];
-  Shape shape = in.shape;
-  for (int64_t& d : shape) d = d < 0 ? 1 : d;
-  std::vector<float> values(static_cast<size_t>(ElementCount(shape)), 0.5f);
-  std::vector<NamedTensor> inputs;
-  inputs.push_back({in.name, Tensor::FromFloats(shape, values)});
-  const std::string body =
-      nlohmann::json{{"inputs", {{{"name", in.name}, {"shape", shape}, {"datatype", "FP32"}, {"data", values}}}}}.dump();
-  const std::string path = "/v2/models/" + model + "/infer";
+  const std::vector<float>& values = b->values;
 
   inference::ModelInferRequest raw, typed;
   for (inference::ModelInferRequest* r : {&raw, &typed}) {
     r->set_model_name(model);
     auto* tensor = r->add_inputs();
-    tensor->set_name(in.name);
+    tensor->set_name(b->input_name);
     tensor->set_datatype("FP32");
-    for (int64_t d : shape) tensor->add_shape(d);
+    for (int64_t d : b->shape) tensor->add_shape(d);
   }
   raw.add_raw_input_contents(values.data(), values.size() * sizeof(float));
   typed.mutable_inputs(0)->mutable_contents()->mutable_fp32_contents()->Add(values.begin(), values.end());
 
-  httplib::Client client("127.0.0.1", http.port());
+  httplib::Client client("127.0.0.1", b->http_port());
   client.set_keep_alive(true);
   client.set_tcp_nodelay(true);
   auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_server.port()),
@@ -77,9 +56,9 @@ int BenchGrpc(const BenchOptions& options) {
   int failures = 0;
   for (int i = 0; i < n + 50; ++i) {  // the first 50 of each warm up
     double t0 = NowMs();
-    failures += handle->session()->Run(inputs).ok() ? 0 : 1;
+    failures += b->session()->Run(b->inputs).ok() ? 0 : 1;
     double t1 = NowMs();
-    auto res = client.Post(path.c_str(), body, "application/json");
+    auto res = client.Post(b->infer_path.c_str(), b->json_body, "application/json");
     double t2 = NowMs();
     failures += res && res->status == 200 ? 0 : 1;
     failures += grpc_infer(raw) ? 0 : 1;
@@ -103,8 +82,7 @@ int BenchGrpc(const BenchOptions& options) {
     }
   }
   grpc_server.Shutdown();
-  http.Stop();
-  serving.join();
+  b.reset();
   const double local_p50 = Median(local_us);
   const double http_overhead = Median(http_us) - local_p50, grpc_overhead = Median(raw_us) - local_p50;
   PrintJson({{"model", model},
