@@ -235,6 +235,7 @@ TEST_F(ProtocolExtTest, ModelConfigurationInTritonsShape) {
   EXPECT_EQ(c["output"][3], json({{"name", "d"}, {"data_type", "TYPE_FP64"}, {"dims", {-1, 4}}, {"label_filename", ""}}));
   EXPECT_EQ(c["ebb"]["kind"], "tensor");
   EXPECT_EQ(c["ebb"]["pinned"], false);
+  EXPECT_EQ(c["ebb"]["device"], "cpu") << "the device in force: ebb serve --device";
   EXPECT_TRUE(c["ebb"].contains("charge_bytes"));
   EXPECT_EQ(Body(Get("/v2/models/labelled/config"))["output"][0]["label_filename"], "labels.txt");
   EXPECT_EQ(Get("/v2/models/mixed/versions/1/config")->body, res->body);

@@ -77,7 +77,7 @@ struct ModelConfiguration {
   std::vector<TensorInfo> outputs;
   std::string label_filename;     // "labels.txt" when the folder has one (it names every output's classes)
   // ebb's own:
-  ModelConfig config;             // config.json (or the last load request's configuration)
+  ModelConfig config;             // config.json (or the last load request's); device: the one in force
   bool config_from_request = false;
   int64_t charge_bytes = 0;       // the pool's measured charge of the default version
 };

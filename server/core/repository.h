@@ -139,6 +139,8 @@ class ModelRepository {
                          const std::function<Status(const ModelConfig&, const std::shared_ptr<Session>&)>& body);
 
   const std::string& root() const { return options_.root; }
+  // The device of models whose configuration names none (ebb serve --device).
+  const std::string& default_device() const { return options_.default_device; }
   ModelPool& pool() { return *pool_; }
   // The model a pool entry belongs to ("m/3" -> "m").
   static std::string ModelOfPoolName(const std::string& pool_name);

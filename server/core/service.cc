@@ -122,6 +122,7 @@ Result<ModelConfiguration> InferenceService::Configuration(const std::string& mo
   c.outputs = signature->outputs;
   if (!folder->labels.empty()) c.label_filename = "labels.txt";
   c.config = folder->config;
+  if (c.config.device.empty()) c.config.device = repository_->default_device();  // the device it is loaded for
   c.config_from_request = folder->config_from_request;
   c.charge_bytes = info->charge_bytes;
   return c;
