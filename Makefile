@@ -3,6 +3,9 @@
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 GPU   ?= 0
+# Where `make run` listens, e.g. `make run HOST=0.0.0.0 PORT=8080`.
+HOST  ?= 127.0.0.1
+PORT  ?= 8000
 
 .PHONY: setup build test run demo bench clean
 
@@ -20,7 +23,7 @@ test: build
 
 # The main job: the inference server on the bundled model folder.
 run: build
-	$(BUILD)/ebb serve --repository models
+	$(BUILD)/ebb serve --repository models --host $(HOST) --port $(PORT)
 
 demo: build
 	$(BUILD)/ebb demo

@@ -10,11 +10,17 @@ namespace ebb::cli {
 
 struct BenchOptions {
   CommonOptions common;
-  std::string model = "convnet";  // a folder under --models
+  std::string model;              // as ResolveModel takes it; "" = the benchmark's default
   int64_t size = 0;               // input side in pixels; 0 = the benchmark's default
   int iterations = 0;             // 0 = the benchmark's default (quick)
   bool json = true;               // --json (JSON is the only output)
 };
+
+// `options` with `fallback` as its model when none was given.
+inline BenchOptions WithModel(BenchOptions options, const char* fallback) {
+  if (options.model.empty()) options.model = fallback;
+  return options;
+}
 
 int BenchOverhead(const BenchOptions& options);
 int BenchFloor(const BenchOptions& options);

@@ -10,13 +10,14 @@ namespace {
 // The runtime and the benchmarked model's session; false (reported) on failure.
 bool Setup(const BenchOptions& options, std::unique_ptr<Runtime>* runtime, std::shared_ptr<Session>* session) {
   *runtime = MakeRuntime(options.common);
-  if (*runtime) *session = LoadOrReport(**runtime, ModelPath(options.common, options.model), options.common.device);
+  if (*runtime) *session = LoadOrReport(**runtime, options.model, options.common);
   return *runtime && *session;
 }
 
 }  // namespace
 
-int BenchOverhead(const BenchOptions& options) {
+int BenchOverhead(const BenchOptions& given) {
+  const BenchOptions options = WithModel(given, "convnet");
   std::unique_ptr<Runtime> runtime;
   std::shared_ptr<Session> session;
   if (!Setup(options, &runtime, &session)) return 1;
@@ -63,7 +64,8 @@ int BenchOverhead(const BenchOptions& options) {
   return 0;
 }
 
-int BenchFloor(const BenchOptions& options) {
+int BenchFloor(const BenchOptions& given) {
+  const BenchOptions options = WithModel(given, "convnet");
   std::unique_ptr<Runtime> runtime;
   std::shared_ptr<Session> session;
   if (!Setup(options, &runtime, &session)) return 1;

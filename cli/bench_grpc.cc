@@ -23,7 +23,7 @@ int BenchGrpc(const BenchOptions& options) {
   const int n = options.iterations ? options.iterations : 2000;
   std::unique_ptr<BenchServer> b = BenchServer::Start(options);
   if (!b) return 1;
-  const std::string model = b->model;
+  const std::string model = b->model_label;
   std::unique_ptr<grpc::Service> inference = server::MakeGrpcInferenceService(b->service());
   server::GrpcServer grpc_server({.port = 0});
   grpc_server.AddService(inference.get(), server::kGrpcInferenceServiceName);
@@ -32,7 +32,7 @@ int BenchGrpc(const BenchOptions& options) {
 
   inference::ModelInferRequest raw, typed;
   for (inference::ModelInferRequest* r : {&raw, &typed}) {
-    r->set_model_name(model);
+    r->set_model_name(b->model);
     auto* tensor = r->add_inputs();
     tensor->set_name(b->input_name);
     tensor->set_datatype("FP32");
@@ -82,6 +82,7 @@ int BenchGrpc(const BenchOptions& options) {
     }
   }
   grpc_server.Shutdown();
+  client.stop();  // close the keep-alive connection, or the server waits for it to time out
   b.reset();
   const double local_p50 = Median(local_us);
   const double http_overhead = Median(http_us) - local_p50, grpc_overhead = Median(raw_us) - local_p50;

@@ -3,19 +3,57 @@
 // loopback (keep-alive, one client); the difference of the medians is the
 // server's overhead per request.
 #include <httplib.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "bench_server.h"
 
 namespace ebb::cli {
 
+namespace {
+
+namespace fs = std::filesystem;
+
+// A repository holding `model` as the server would serve it: a model folder's
+// parent; for a bare file, a temporary folder `dir` with a model folder that
+// links to it.
+struct BenchRepository {
+  std::string root, name;
+  fs::path dir;  // removed at the end when set
+};
+
+Result<BenchRepository> RepositoryFor(const ModelArg& model) {
+  std::error_code ec;
+  if (!model.folder.empty()) {
+    const fs::path folder = fs::absolute(model.folder, ec).lexically_normal();
+    return BenchRepository{(folder.has_filename() ? folder : folder.parent_path()).parent_path().string(), model.name,
+                           {}};
+  }
+  const fs::path dir = fs::temp_directory_path() / ("ebb_bench_http_" + std::to_string(getpid()));
+  const fs::path folder = dir / "model";
+  fs::create_directories(folder, ec);
+  if (!ec) fs::create_symlink(fs::absolute(model.path, ec), folder / "model.onnx", ec);
+  if (ec) return Internal("cannot make a repository for '" + model.path + "' in " + dir.string() + ": " + ec.message());
+  return BenchRepository{dir.string(), "model", dir};
+}
+
+}  // namespace
+
 std::unique_ptr<BenchServer> BenchServer::Start(const BenchOptions& options) {
   std::unique_ptr<BenchServer> b(new BenchServer());
-  b->model = options.model == "convnet" ? "tiny" : options.model;  // a small model by default
+  auto resolved = ResolveModel(WithModel(options, "tiny").model, options.common);  // a small model by default
+  if (!resolved.ok()) return Fail(resolved.status()), nullptr;
+  auto served = RepositoryFor(*resolved);
+  if (!served.ok()) return Fail(served.status()), nullptr;
+  b->temp_dir_ = served->dir;
+  b->model = served->name;
+  b->model_label = resolved->name;
   b->runtime_ = MakeRuntime(options.common);
   if (!b->runtime_) return nullptr;
-  auto service = server::InferenceService::Create(*b->runtime_, {.root = options.common.models_dir}, {});
+  auto service = server::InferenceService::Create(
+      *b->runtime_, {.root = served->root, .default_device = options.common.device}, {});
   if (!service.ok()) return Fail(service.status()), nullptr;
   b->service_ = std::move(service).value();
   server::ModelRepository& repository = b->service_->repository();
@@ -45,13 +83,15 @@ BenchServer::~BenchServer() {
   handle_.reset();
   if (http_) http_->Stop();
   if (serving_.joinable()) serving_.join();
+  std::error_code ec;
+  if (!temp_dir_.empty()) fs::remove_all(temp_dir_, ec);
 }
 
 int BenchHttp(const BenchOptions& options) {
   const int n = options.iterations ? options.iterations : 2000;
   std::unique_ptr<BenchServer> b = BenchServer::Start(options);
   if (!b) return 1;
-  const std::string model = b->model;
+  const std::string model = b->model_label;
   const std::string& body = b->json_body;
   const std::string& path = b->infer_path;
   const std::vector<NamedTensor>& inputs = b->inputs;
@@ -79,6 +119,7 @@ int BenchHttp(const BenchOptions& options) {
       http_us.push_back((t2 - t1) * 1000);
     }
   }
+  client.stop();  // close the keep-alive connection, or the server waits for it to time out
   b.reset();
   const double local_p50 = Median(local_us), http_p50 = Median(http_us);
   PrintJson({{"model", model},

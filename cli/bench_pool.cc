@@ -98,8 +98,10 @@ nlohmann::json ToJson(const SwitchResult& r) {
 int BenchSwitch(const BenchOptions& options) {
   const int models = 3, rounds = options.iterations ? options.iterations : 4;
   const int64_t side = options.size ? options.size : 640;
-  const std::string model = options.model == "convnet" ? "ppocr_det" : options.model;  // a real model by default
-  auto paths = WriteVariants(ModelPath(options.common, model), models);
+  const std::string model = WithModel(options, "ppocr_det").model;  // a real model by default
+  auto file = ResolveModel(model, options.common);
+  if (!file.ok()) return Fail(file.status());
+  auto paths = WriteVariants(file->path, models);
   if (!paths.ok()) return Fail(paths.status());
   auto policy = PolicyFrom(options.common);
   if (!policy.ok()) return Fail(policy.status());
@@ -165,11 +167,14 @@ int BenchSwitch(const BenchOptions& options) {
   return 0;
 }
 
-int BenchSessions(const BenchOptions& options) {
+int BenchSessions(const BenchOptions& given) {
+  const BenchOptions options = WithModel(given, "convnet");
   const int max_sessions = 16;
   const int64_t side = options.size ? options.size : 256;
   const size_t cap = 128u << 20;
-  auto paths = WriteVariants(ModelPath(options.common, options.model), max_sessions);
+  auto file = ResolveModel(options.model, options.common);
+  if (!file.ok()) return Fail(file.status());
+  auto paths = WriteVariants(file->path, max_sessions);
   if (!paths.ok()) return Fail(paths.status());
   auto input = NoiseImage("x", side, side);
   // Without ebb's release (mode never), as in a service that opens a session per model.

@@ -45,8 +45,10 @@ Result<ModeResult> MeasureMode(const std::string& mode, const BenchOptions& opti
   }
   auto runtime = MakeRuntime(*policy);
   if (!runtime) return Internal("cannot create a runtime for mode " + mode);
-  const std::string path = ModelPath(options.common, options.model);
-  auto request = DeviceRequest::Parse(options.common.device);
+  auto model = ResolveModel(options.model, options.common);
+  if (!model.ok()) return model.status();
+  const std::string& path = model->path;
+  auto request = DeviceRequest::Parse(DeviceFor(options.common, *model));
   if (!request.ok()) return request.status();
 
   ModeResult result;
@@ -82,8 +84,7 @@ Result<ModeResult> MeasureMode(const std::string& mode, const BenchOptions& opti
 }  // namespace
 
 int BenchRelease(const BenchOptions& options) {
-  BenchOptions o = options;
-  if (o.model == "convnet") o.model = "waifu2x_scale2x";  // the default model of the other benches
+  const BenchOptions o = WithModel(options, "waifu2x_scale2x");
   const int64_t side = o.size ? o.size : 128;
   const int frames_count = 2, repeats = o.iterations ? o.iterations : 3;
   TileOptions tiles{.tile = 48, .overlap = 8};

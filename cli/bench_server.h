@@ -4,6 +4,7 @@
 // dimensions 1) as tensors and as a KServe JSON body.
 #pragma once
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -17,7 +18,8 @@ namespace ebb::cli {
 
 class BenchServer {
  public:
-  // nullptr (the error printed) on failure. `--model` defaults to `tiny`.
+  // nullptr (the error printed) on failure. `--model` defaults to `tiny`; a
+  // model file outside a model folder is served from a temporary repository.
   static std::unique_ptr<BenchServer> Start(const BenchOptions& options);
   ~BenchServer();  // stops the HTTP server
 
@@ -25,7 +27,8 @@ class BenchServer {
   int http_port() const { return http_->port(); }
   const std::shared_ptr<Session>& session() const { return handle_->session(); }
 
-  std::string model;
+  std::string model;        // its name in the server's repository
+  std::string model_label;  // the name to report
   std::string input_name;
   Shape shape;
   std::vector<float> values;
@@ -40,6 +43,7 @@ class BenchServer {
   std::unique_ptr<server::HttpServer> http_;
   std::thread serving_;
   std::optional<server::ModelHandle> handle_;  // holds the model for in-process runs
+  std::filesystem::path temp_dir_;             // removed at the end when set
 };
 
 }  // namespace ebb::cli

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common.h"
+#include "ebb/image.h"
 #include "ebb/model_pool.h"
 #include "core/service.h"
 #include "http/http_server.h"
@@ -19,9 +20,10 @@ int RunDemo(const DemoOptions& options);
 
 struct RunOptions {
   CommonOptions common;
-  std::string model;  // a .onnx file, or a model folder (model.onnx + config.json)
+  std::string model;  // as ResolveModel takes it: a model file, a model folder, or a name under --models
   std::vector<std::string> inputs;
-  std::vector<std::string> outputs;
+  std::vector<std::string> outputs;  // .png, or .jpg / .jpeg
+  int jpeg_quality = kDefaultJpegQuality;
   int64_t tile = 0;      // 0 = the model folder's config (or no tiling)
   int64_t overlap = -1;  // -1 = the config's (or 8)
   std::string memory_report;

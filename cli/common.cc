@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <random>
 
@@ -32,22 +33,57 @@ std::unique_ptr<Runtime> MakeRuntime(const CommonOptions& options, void (*adjust
   return MakeRuntime(*policy);
 }
 
-std::string ModelPath(const CommonOptions& options, const std::string& name) {
-  return options.models_dir + "/" + name + "/model.onnx";
+Result<ModelArg> ResolveModel(const std::string& model, const CommonOptions& options) {
+  namespace fs = std::filesystem;
+  if (model.empty()) return InvalidArgument("no model given");
+  std::error_code ec;
+  fs::path folder = model;
+  if (!fs::is_directory(folder, ec)) {
+    if (fs::exists(model, ec)) {
+      if (!fs::is_regular_file(model, ec)) return InvalidArgument("model '" + model + "' is neither a file nor a folder");
+      return ModelArg{model, "", fs::path(model).stem().string(), ModelConfig{}};
+    }
+    const bool bare_name = !fs::path(model).has_parent_path();
+    folder = fs::path(options.models_dir) / model;
+    if (!bare_name || !fs::is_directory(folder, ec)) {
+      return NotFound("model '" + model + "' not found: no such model file or model folder" +
+                      (bare_name ? ", and no folder '" + model + "' under --models '" + options.models_dir + "'" : ""));
+    }
+  }
+  const fs::path file = folder / "model.onnx";
+  if (!fs::is_regular_file(file, ec)) return NotFound("model folder '" + folder.string() + "' has no model.onnx");
+  auto config = LoadModelConfig(folder.string());
+  if (!config.ok()) return config.status();
+  fs::path named = fs::absolute(folder, ec).lexically_normal();
+  if (!named.has_filename()) named = named.parent_path();  // "models/convnet/"
+  return ModelArg{file.string(), folder.string(), named.filename().string(), std::move(config).value()};
 }
 
-std::shared_ptr<Session> LoadOrReport(Runtime& runtime, const std::string& path, const std::string& device) {
-  auto request = DeviceRequest::Parse(device);
+std::string DeviceFor(const CommonOptions& options, const ModelArg& model) {
+  return options.device != "auto" || model.config.device.empty() ? options.device : model.config.device;
+}
+
+std::shared_ptr<Session> LoadOrReport(Runtime& runtime, const ModelArg& model, const CommonOptions& options) {
+  auto request = DeviceRequest::Parse(DeviceFor(options, model));
   if (!request.ok()) {
     Fail(request.status());
     return nullptr;
   }
-  auto session = runtime.Load(path, {.device = *request});
+  auto session = runtime.Load(model.path, {.device = *request});
   if (!session.ok()) {
     Fail(session.status());
     return nullptr;
   }
   return *session;
+}
+
+std::shared_ptr<Session> LoadOrReport(Runtime& runtime, const std::string& model, const CommonOptions& options) {
+  auto resolved = ResolveModel(model, options);
+  if (!resolved.ok()) {
+    Fail(resolved.status());
+    return nullptr;
+  }
+  return LoadOrReport(runtime, *resolved, options);
 }
 
 std::vector<NamedTensor> NoiseImage(const std::string& name, int64_t h, int64_t w, uint32_t seed) {

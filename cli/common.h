@@ -1,5 +1,5 @@
 // Shared pieces of the `ebb` command line: runtime set-up from flags, model
-// paths, inputs, statistics, JSON output.
+// arguments, inputs, statistics, JSON output.
 #pragma once
 
 #include <atomic>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ebb/model_config.h"
 #include "ebb/runtime.h"
 
 namespace ebb::cli {
@@ -26,11 +27,33 @@ std::unique_ptr<Runtime> MakeRuntime(const CommonOptions& options, void (*adjust
 std::unique_ptr<Runtime> MakeRuntime(const MemoryPolicy& policy);
 Result<MemoryPolicy> PolicyFrom(const CommonOptions& options);
 
-// "<models>/<name>/model.onnx"
-std::string ModelPath(const CommonOptions& options, const std::string& name);
+// A model named on the command line. Every command that takes a model
+// resolves it with ResolveModel, so each accepts the same three forms:
+//   - a model folder: its model.onnx, with its config.json when there is one;
+//   - a model file (.onnx): that file, with the default config;
+//   - a bare name that is neither: the folder of that name under --models
+//     (`convnet` is models/convnet).
+struct ModelArg {
+  std::string path;    // the model file
+  std::string folder;  // its model folder; "" for a bare file
+  std::string name;    // the folder's name, or the file's stem
+  ModelConfig config;  // the folder's config.json; defaults for a bare file
+};
+inline constexpr const char* kModelHelp =
+    "model file, model folder (model.onnx + optional config.json), or the name of a folder under --models";
+// Errors: kNotFound (no such file or folder, or a folder without model.onnx),
+// kInvalidArgument (a broken config.json, or something that is neither a file
+// nor a folder).
+Result<ModelArg> ResolveModel(const std::string& model, const CommonOptions& options);
 
-// Loads a model or prints why not (nullptr).
-std::shared_ptr<Session> LoadOrReport(Runtime& runtime, const std::string& path, const std::string& device);
+// The device to load `model` on: --device unless it is `auto`, else the
+// folder config's device, else `auto`.
+std::string DeviceFor(const CommonOptions& options, const ModelArg& model);
+
+// Loads a model on DeviceFor(options, model), or prints why not (nullptr).
+std::shared_ptr<Session> LoadOrReport(Runtime& runtime, const ModelArg& model, const CommonOptions& options);
+// Resolves and loads `model`, or prints why not (nullptr).
+std::shared_ptr<Session> LoadOrReport(Runtime& runtime, const std::string& model, const CommonOptions& options);
 
 // A [1,3,h,w] float input of deterministic noise named `name`.
 std::vector<NamedTensor> NoiseImage(const std::string& name, int64_t h, int64_t w, uint32_t seed = 1);

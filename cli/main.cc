@@ -10,6 +10,7 @@
 
 #include "bench.h"
 #include "commands.h"
+#include "ebb/version.h"
 
 namespace ebb::cli {
 namespace {
@@ -20,10 +21,12 @@ void AddCommon(CLI::App* app, CommonOptions* options) {
   app->add_option("--device", options->device, "auto, cpu or cuda:N")->capture_default_str();
 }
 
-int RunInfo(const CommonOptions& common, const std::string& model_path) {
+int RunInfo(const CommonOptions& common, const std::string& model) {
+  auto resolved = ResolveModel(model, common);
+  if (!resolved.ok()) return Fail(resolved.status());
   auto runtime = MakeRuntime(common);
   if (!runtime) return 1;
-  auto session = LoadOrReport(*runtime, model_path, common.device);
+  auto session = LoadOrReport(*runtime, *resolved, common);
   if (!session) return 1;
   auto describe = [](const std::vector<TensorInfo>& infos) {
     nlohmann::json list = nlohmann::json::array();
@@ -31,6 +34,7 @@ int RunInfo(const CommonOptions& common, const std::string& model_path) {
     return list;
   };
   PrintJson({{"name", session->name()},
+             {"file", resolved->path},
              {"device", session->device().ToString()},
              {"provider", session->device().provider},
              {"fallback_reason", session->device().fallback_reason},
@@ -38,6 +42,25 @@ int RunInfo(const CommonOptions& common, const std::string& model_path) {
              {"inputs", describe(session->inputs())},
              {"outputs", describe(session->outputs())}});
   return 0;
+}
+
+// `ebb --version`: ebb's version (the one the server reports), ONNX Runtime's
+// as loaded at run time, and the providers ebb can use in this build.
+std::string VersionText() {
+  const ebb::ProviderSupport providers = ebb::ReadProviderSupport();
+  std::string available;
+  for (const std::string& p : providers.available) available += (available.empty() ? "" : ", ") + p;
+  std::string cuda = std::string("CUDA provider library: ") + ebb::CudaLibraryName(providers.cuda);
+  using Cuda = ebb::ProviderSupport::CudaLibrary;
+  switch (providers.cuda) {
+    case Cuda::kMissing: cuda += " (no " + providers.cuda_path + "; `make setup GPU=1` installs it)"; break;
+    case Cuda::kNotLoadable: cuda += " (" + providers.cuda_path + ": " + providers.cuda_detail + ")"; break;
+    case Cuda::kLoadable: cuda += " (" + providers.cuda_path + "; a CUDA session also needs a device and driver)"; break;
+  }
+  const bool cuda_usable = providers.cuda == Cuda::kLoadable;
+  return std::string("ebb ") + ebb::Version() + "\nONNX Runtime " + ebb::OrtVersion() +
+         "\nproviders built into ONNX Runtime: " + available + "\n" + cuda + "\nproviders ebb can use: " +
+         (cuda_usable ? "CUDAExecutionProvider, CPUExecutionProvider" : "CPUExecutionProvider");
 }
 
 // Regrowing an arena after a release costs one page fault per 4 KiB page;
@@ -62,19 +85,23 @@ int main(int argc, char** argv) {
   EnableHugePagesForMalloc(argv);
   CLI::App app{"ebb: run ONNX models, keep them loaded, give their inference memory back"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", VersionText, "print the versions of ebb and ONNX Runtime and the providers, and exit");
 
   DemoOptions demo;
   auto* demo_cmd = app.add_subcommand("demo", "show memory after load, at an operation's peak, and after release");
   AddCommon(demo_cmd, &demo.common);
-  demo_cmd->add_option("--size", demo.size, "image side in pixels")->capture_default_str();
+  demo_cmd->add_option("--size", demo.size, "image side in pixels (ppocr_det: rounded up to 32, at most 960)")
+      ->capture_default_str();
 
   RunOptions run;
   auto* run_cmd = app.add_subcommand("run", "run an image-to-image model over images as one operation");
   AddCommon(run_cmd, &run.common);
-  run_cmd->add_option("model", run.model, "model file, or model folder (model.onnx + config.json)")->required();
+  run_cmd->add_option("model", run.model, kModelHelp)->required();
   run_cmd->add_option("--input,-i", run.inputs, "input images (PNG/JPEG); several are the frames of one operation")
       ->required();
-  run_cmd->add_option("--output,-o", run.outputs, "output PNG files, one per input")->required();
+  run_cmd->add_option("--output,-o", run.outputs, "output images, one per input: .png, or .jpg / .jpeg (JPEG)")
+      ->required();
+  run_cmd->add_option("--jpeg-quality", run.jpeg_quality, "quality of JPEG outputs, 1..100")->capture_default_str();
   run_cmd->add_option("--tile", run.tile, "tile side in pixels (0 = the model folder's config)");
   run_cmd->add_option("--overlap", run.overlap, "context pixels around each tile's core");
   run_cmd->add_option("--memory-report", run.memory_report, "write memory sampled at every run as JSON");
@@ -112,7 +139,7 @@ int main(int argc, char** argv) {
   std::string info_model;
   auto* info_cmd = app.add_subcommand("info", "describe a model as ebb loads it");
   AddCommon(info_cmd, &info_common);
-  info_cmd->add_option("model", info_model, "model file")->required();
+  info_cmd->add_option("model", info_model, kModelHelp)->required();
 
   CommonOptions policy_common;
   auto* policy_cmd = app.add_subcommand("policy", "print the effective memory policy as JSON");
@@ -124,7 +151,7 @@ int main(int argc, char** argv) {
   auto add_bench = [&](const char* name, const char* help) {
     auto* cmd = bench_cmd->add_subcommand(name, help);
     AddCommon(cmd, &bench.common);
-    cmd->add_option("--model", bench.model, "model folder under --models")->capture_default_str();
+    cmd->add_option("--model", bench.model, std::string(kModelHelp) + " (default: the benchmark's own)");
     cmd->add_option("--size", bench.size, "input side in pixels (0 = the benchmark's default)");
     cmd->add_option("--iterations", bench.iterations, "iterations (0 = the benchmark's default)");
     cmd->add_flag("--json", bench.json, "print JSON (the only output format; accepted for clarity)");

@@ -1,8 +1,11 @@
 // `ebb run`: an image-to-image model over one or more images as ONE
 // operation (frames; tiled when asked), with a progress bar on a terminal and,
 // on request, a memory report sampled at every run and its timeline plot.
+// Outputs are PNG or JPEG as their extensions say, checked before any work.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -16,22 +19,45 @@
 namespace ebb::cli {
 namespace {
 
-// Resolves MODEL (a .onnx file, or a model folder holding model.onnx and an
-// optional config.json) into the file and its configuration.
-Result<std::pair<std::string, ModelConfig>> ResolveModel(const std::string& model) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(model, ec)) {
-    auto config = LoadModelConfig(model);
-    if (!config.ok()) return config.status();
-    return std::make_pair(model + "/model.onnx", *config);
-  }
-  return std::make_pair(model, ModelConfig{});
+enum class ImageFormat { kPng, kJpeg };
+
+// The format an output file's extension names (case-insensitive).
+Result<ImageFormat> OutputFormat(const std::string& path) {
+  std::string ext = std::filesystem::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (ext == ".png") return ImageFormat::kPng;
+  if (ext == ".jpg" || ext == ".jpeg") return ImageFormat::kJpeg;
+  return InvalidArgument("cannot write '" + path + "': " +
+                         (ext.empty() ? std::string("no file extension") : "unknown image extension '" + ext + "'") +
+                         " (use .png, .jpg or .jpeg)");
 }
 
-Status CheckImageToImage(const Session& s) {
+// Every output's format, checked before any work is done.
+Result<std::vector<ImageFormat>> OutputFormats(const RunOptions& o) {
+  if (o.jpeg_quality < 1 || o.jpeg_quality > 100) {
+    return InvalidArgument("--jpeg-quality must be 1..100, not " + std::to_string(o.jpeg_quality));
+  }
+  std::vector<ImageFormat> formats;
+  for (const std::string& path : o.outputs) {
+    auto format = OutputFormat(path);
+    if (!format.ok()) return format.status();
+    formats.push_back(*format);
+  }
+  return formats;
+}
+
+Status WriteOutput(const std::string& path, ImageFormat format, const Image& image, int jpeg_quality) {
+  return format == ImageFormat::kJpeg ? WriteJpeg(path, image, jpeg_quality) : WritePng(path, image);
+}
+
+Status CheckImageToImage(const Session& s, const std::vector<ImageFormat>& formats) {
   if (s.inputs().size() != 1 || s.outputs().empty() || s.inputs()[0].shape.size() != 4 ||
       s.outputs()[0].shape.size() != 4) {
     return InvalidArgument("model '" + s.name() + "' is not image-to-image: it must take one [N,C,H,W] input and give a [N,C,H,W] output");
+  }
+  const bool jpeg = std::find(formats.begin(), formats.end(), ImageFormat::kJpeg) != formats.end();
+  if (jpeg && s.outputs()[0].shape[1] == 4) {
+    return InvalidArgument("model '" + s.name() + "' gives RGBA images and JPEG has no alpha channel: write .png");
   }
   return Status::Ok();
 }
@@ -115,15 +141,16 @@ int RunImages(const RunOptions& o) {
     return Fail(InvalidArgument("give one --output per --input (" + std::to_string(o.inputs.size()) + " inputs, " +
                                 std::to_string(o.outputs.size()) + " outputs)"));
   }
-  auto model = ResolveModel(o.model);
+  auto formats = OutputFormats(o);
+  if (!formats.ok()) return Fail(formats.status());
+  auto model = ResolveModel(o.model, o.common);
   if (!model.ok()) return Fail(model.status());
-  auto& [model_path, config] = *model;
+  const ModelConfig& config = model->config;
   auto runtime = MakeRuntime(o.common);
   if (!runtime) return 1;
-  const std::string device = o.common.device != "auto" || config.device.empty() ? o.common.device : config.device;
-  auto session = LoadOrReport(*runtime, model_path, device);
+  auto session = LoadOrReport(*runtime, *model, o.common);
   if (!session) return 1;
-  if (Status st = CheckImageToImage(*session); !st.ok()) return Fail(st);
+  if (Status st = CheckImageToImage(*session, *formats); !st.ok()) return Fail(st);
   auto frames = ReadFrames(o.inputs, *session);
   if (!frames.ok()) return Fail(frames.status());
 
@@ -149,7 +176,7 @@ int RunImages(const RunOptions& o) {
   for (size_t i = 0; i < results->size(); ++i) {
     auto image = TensorToImage((*results)[i]);
     if (!image.ok()) return Fail(image.status());
-    if (Status st = WritePng(o.outputs[i], *image); !st.ok()) return Fail(st);
+    if (Status st = WriteOutput(o.outputs[i], (*formats)[i], *image, o.jpeg_quality); !st.ok()) return Fail(st);
     std::printf("%s -> %s (%dx%d)\n", o.inputs[i].c_str(), o.outputs[i].c_str(), image->width, image->height);
   }
   if (!o.memory_report.empty()) {

@@ -2,8 +2,8 @@
 //
 // PNG goes through libpng's simplified API (png_image_*), which catches its own
 // errors and reports them in png_image::message. JPEG goes through libjpeg's
-// decompress API with an error manager whose error_exit longjmps back instead
-// of exiting; see DecodeJpeg for the rules that keeps around setjmp.
+// decompress and compress APIs with an error manager whose error_exit longjmps
+// back instead of exiting; see JpegReadHeader for the rules kept around setjmp.
 #include "ebb/image.h"
 
 #include <png.h>
@@ -64,16 +64,19 @@ Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path) {
   return bytes;
 }
 
-Status WriteFileBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+// Writes `bytes` (an encoded `format` file: "PNG", "JPEG") to `path`,
+// replacing it; removes a partly written file.
+Status WriteFileBytes(const std::string& path, const char* format, const std::vector<uint8_t>& bytes) {
+  const std::string context = std::string("cannot write ") + format + " file " + path + ": ";
   File file(std::fopen(path.c_str(), "wb"));
-  if (!file) return Internal("cannot write PNG file " + path + ": " + std::strerror(errno));
+  if (!file) return Internal(context + std::strerror(errno));
   const bool written = std::fwrite(bytes.data(), 1, bytes.size(), file.get()) == bytes.size();
   const int write_errno = errno;
   const bool closed = std::fclose(file.release()) == 0;
   if (written && closed) return Status::Ok();
   const int err = written ? errno : write_errno;
   std::remove(path.c_str());
-  return Internal("cannot write PNG file " + path + ": " + std::strerror(err));
+  return Internal(context + std::strerror(err));
 }
 
 // Makes `image` width x height x channels with room for its pixels.
@@ -181,6 +184,21 @@ void JpegEmitMessage(j_common_ptr cinfo, int msg_level) {
 
 void JpegOutputMessage(j_common_ptr) {}
 
+// Frees a libjpeg compressor's or decompressor's memory on every way out.
+struct JpegDestroyer {
+  j_common_ptr cinfo;
+  ~JpegDestroyer() { jpeg_destroy(cinfo); }
+};
+
+jpeg_error_mgr* InitJpegErrors(JpegErrors* errors) {
+  std::memset(errors, 0, sizeof(*errors));
+  jpeg_error_mgr* pub = jpeg_std_error(&errors->pub);
+  pub->error_exit = JpegErrorExit;
+  pub->emit_message = JpegEmitMessage;
+  pub->output_message = JpegOutputMessage;
+  return pub;
+}
+
 // The two phases below run libjpeg under setjmp. Rules that keep the longjmp
 // defined: they create no C++ objects with destructors and modify no locals
 // after setjmp; every C++ object lives in DecodeJpeg, outside their frames; and
@@ -216,15 +234,8 @@ Result<Image> DecodeJpeg(const std::string& path, const std::vector<uint8_t>& by
   jpeg_decompress_struct cinfo;
   std::memset(&cinfo, 0, sizeof(cinfo));  // so jpeg_destroy is safe whatever failed
   JpegErrors errors;
-  std::memset(&errors, 0, sizeof(errors));
-  cinfo.err = jpeg_std_error(&errors.pub);
-  errors.pub.error_exit = JpegErrorExit;
-  errors.pub.emit_message = JpegEmitMessage;
-  errors.pub.output_message = JpegOutputMessage;
-  struct Destroyer {
-    jpeg_decompress_struct* cinfo;
-    ~Destroyer() { jpeg_destroy_decompress(cinfo); }
-  } destroyer{&cinfo};
+  cinfo.err = InitJpegErrors(&errors);
+  JpegDestroyer destroyer{reinterpret_cast<j_common_ptr>(&cinfo)};
 
   const std::string context = "cannot decode JPEG file " + path + ": ";
   if (!JpegReadHeader(&cinfo, &errors, bytes)) return InvalidArgument(context + errors.message);
@@ -245,6 +256,66 @@ Result<Image> DecodeJpeg(const std::string& path, const std::vector<uint8_t>& by
   EBB_RETURN_IF_ERROR(AllocatePixels(path, cinfo.image_width, cinfo.image_height, channels, &image));
   if (!JpegReadPixels(&cinfo, &errors, &image)) return InvalidArgument(context + errors.message);
   return image;
+}
+
+// A libjpeg destination that appends the compressed bytes to a vector, so that
+// the file is written only once the whole image is encoded. Out of memory is
+// reported through error_exit (a longjmp), never by throwing through libjpeg.
+struct JpegSink {
+  jpeg_destination_mgr pub;  // first, so a j_compress_ptr's dest can be cast to this
+  std::vector<uint8_t>* bytes;
+  JOCTET buffer[64 * 1024];
+};
+
+JpegSink* SinkOf(j_compress_ptr cinfo) { return reinterpret_cast<JpegSink*>(cinfo->dest); }
+
+void SinkInit(j_compress_ptr cinfo) {
+  JpegSink* sink = SinkOf(cinfo);
+  sink->pub.next_output_byte = sink->buffer;
+  sink->pub.free_in_buffer = sizeof(sink->buffer);
+}
+
+// Moves the first `n` bytes of the buffer to the vector and empties the buffer.
+void SinkFlush(j_compress_ptr cinfo, size_t n) {
+  JpegSink* sink = SinkOf(cinfo);
+  bool ok = true;
+  try {
+    sink->bytes->insert(sink->bytes->end(), sink->buffer, sink->buffer + n);
+  } catch (const std::bad_alloc&) {
+    ok = false;
+  }
+  if (!ok) ERREXIT(cinfo, JERR_OUT_OF_MEMORY);  // no C++ object is alive here
+  SinkInit(cinfo);
+}
+
+boolean SinkEmpty(j_compress_ptr cinfo) {
+  SinkFlush(cinfo, sizeof(SinkOf(cinfo)->buffer));
+  return TRUE;
+}
+
+void SinkTerm(j_compress_ptr cinfo) { SinkFlush(cinfo, sizeof(SinkOf(cinfo)->buffer) - cinfo->dest->free_in_buffer); }
+
+// Compresses a valid gray or RGB image into `sink`, under the same setjmp rules
+// as the decoding phases above. False with errors->message set on failure.
+bool JpegEncode(jpeg_compress_struct* cinfo, JpegErrors* errors, JpegSink* sink, const Image& image, int quality) {
+  if (setjmp(errors->jump)) return false;
+  jpeg_create_compress(cinfo);
+  cinfo->dest = &sink->pub;
+  cinfo->image_width = static_cast<JDIMENSION>(image.width);
+  cinfo->image_height = static_cast<JDIMENSION>(image.height);
+  cinfo->input_components = image.channels;
+  cinfo->in_color_space = image.channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_set_defaults(cinfo);
+  jpeg_set_quality(cinfo, quality, TRUE);
+  jpeg_start_compress(cinfo, TRUE);
+  const size_t stride = static_cast<size_t>(image.width) * image.channels;
+  while (cinfo->next_scanline < cinfo->image_height) {
+    // libjpeg only reads the rows it is given; its API is not const-correct.
+    JSAMPROW row = const_cast<JSAMPLE*>(image.pixels.data() + cinfo->next_scanline * stride);
+    jpeg_write_scanlines(cinfo, &row, 1);
+  }
+  jpeg_finish_compress(cinfo);
+  return true;
 }
 
 // ---------------------------------------------------------------------------
@@ -377,7 +448,37 @@ Status WritePng(const std::string& path, const Image& image) {
     return Internal("cannot encode PNG file " + path + ": " + png.message);
   }
   encoded.resize(size);
-  return WriteFileBytes(path, encoded);
+  return WriteFileBytes(path, "PNG", encoded);
+}
+
+Status WriteJpeg(const std::string& path, const Image& image, int quality) {
+  EBB_RETURN_IF_ERROR(ValidateImage(image));
+  if (image.channels == 4) {
+    return InvalidArgument("cannot write JPEG file " + path + ": JPEG has no alpha channel; write RGBA images as PNG");
+  }
+  if (quality < 1 || quality > 100) {
+    return InvalidArgument("JPEG quality must be 1..100, not " + std::to_string(quality));
+  }
+  if (image.width > JPEG_MAX_DIMENSION || image.height > JPEG_MAX_DIMENSION) {
+    return InvalidArgument("cannot write JPEG file " + path + ": " + SizeString(image.width, image.height) +
+                           " is larger than JPEG's " + std::to_string(JPEG_MAX_DIMENSION) + " pixels a side");
+  }
+  std::vector<uint8_t> encoded;
+  JpegSink sink;
+  sink.pub.init_destination = SinkInit;
+  sink.pub.empty_output_buffer = SinkEmpty;
+  sink.pub.term_destination = SinkTerm;
+  sink.bytes = &encoded;
+  jpeg_compress_struct cinfo;
+  std::memset(&cinfo, 0, sizeof(cinfo));  // so jpeg_destroy is safe whatever failed
+  JpegErrors errors;
+  cinfo.err = InitJpegErrors(&errors);
+  JpegDestroyer destroyer{reinterpret_cast<j_common_ptr>(&cinfo)};
+  if (!JpegEncode(&cinfo, &errors, &sink, image, quality)) {
+    const std::string message = "cannot encode JPEG file " + path + ": " + errors.message;
+    return errors.pub.msg_code == JERR_OUT_OF_MEMORY ? ResourceExhausted(message) : Internal(message);
+  }
+  return WriteFileBytes(path, "JPEG", encoded);
 }
 
 Result<Tensor> ImageToTensor(const Image& image, int channels) {

@@ -1,15 +1,19 @@
 // Black-box tests of the `ebb` executable: `ebb run` end to end and its
-// errors. Each case runs the real binary and checks its exit code, output
-// files and messages.
+// errors, the model arguments every command takes, `--version`, `ebb demo`,
+// and `make run`'s flags. Each case runs the real binary and checks its exit
+// code, output files and messages.
 #include <gtest/gtest.h>
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "ebb/image.h"
+#include "ebb/version.h"
 #include "test_util.h"
 
 namespace ebb {
@@ -107,6 +111,212 @@ TEST_F(CliTest, PolicyPrintsTheEffectivePolicyAndRejectsTypos) {
   Outcome bad = Ebb("policy --policy " + Path("p.json"));
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.output.find("unknown policy key 'policy.relase'"), std::string::npos) << bad.output;
+}
+
+// The first `n` bytes of a file.
+std::string Head(const std::string& path, size_t n) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes(n, '\0');
+  in.read(bytes.data(), static_cast<std::streamsize>(n));
+  bytes.resize(static_cast<size_t>(in.gcount()));
+  return bytes;
+}
+bool IsPngFile(const std::string& path) { return Head(path, 8) == std::string("\x89PNG\r\n\x1a\n", 8); }
+bool IsJpegFile(const std::string& path) { return Head(path, 3) == "\xff\xd8\xff"; }
+
+// The JSON document in `output` (which may hold log lines before it).
+nlohmann::json JsonIn(const std::string& output) {
+  const size_t at = output.find('{');
+  return nlohmann::json::parse(at == std::string::npos ? "" : output.substr(at), nullptr, false);
+}
+
+TEST_F(CliTest, RunWritesTheFormatTheOutputExtensionNames) {
+  // A 32x32 crop of the photo, one 40-px tile per frame: quick.
+  auto photo = ReadImage(kFixtures + "astronaut_96.png");
+  ASSERT_TRUE(photo.ok());
+  Image crop{32, 32, photo->channels, {}};
+  for (int y = 0; y < 32; ++y) {
+    const auto row = photo->pixels.begin() + static_cast<std::ptrdiff_t>(y) * photo->width * photo->channels;
+    crop.pixels.insert(crop.pixels.end(), row, row + 32 * photo->channels);
+  }
+  ASSERT_TRUE(WritePng(Path("in.png"), crop).ok());
+  const std::string in = Path("in.png");
+  Outcome o = Ebb("run waifu2x_scale2x --models " + kModels + " -i " + in + " -i " + in + " -i " + in + " -o " +
+                  Path("a.png") + " -o " + Path("b.jpg") + " -o " + Path("c.JPEG") +
+                  " --tile 40 --overlap 4 --device cpu");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_TRUE(IsPngFile(Path("a.png")));
+  EXPECT_TRUE(IsJpegFile(Path("b.jpg")));
+  EXPECT_TRUE(IsJpegFile(Path("c.JPEG")));
+  auto png = ReadImage(Path("a.png"));
+  auto jpeg = ReadImage(Path("b.jpg"));
+  ASSERT_TRUE(png.ok() && jpeg.ok());
+  ASSERT_EQ(jpeg->width, 64);
+  ASSERT_EQ(jpeg->pixels.size(), png->pixels.size());
+  double diff = 0;  // the same picture, up to JPEG's loss
+  for (size_t i = 0; i < png->pixels.size(); ++i) diff += std::abs(int{png->pixels[i]} - int{jpeg->pixels[i]});
+  EXPECT_LT(diff / static_cast<double>(png->pixels.size()), 4.0);
+}
+
+TEST_F(CliTest, RunRefusesAnUnknownOutputExtensionBeforeAnyWork) {
+  const std::string in = kFixtures + "astronaut_96.png";
+  // The model does not exist: the extension is checked first, so its error is
+  // the one reported, and no output is written.
+  Outcome o = Ebb("run " + Path("no_such_model") + " -i " + in + " -i " + in + " -o " + Path("a.png") + " -o " +
+                  Path("b.bmp"));
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_NE(o.output.find("unknown image extension '.bmp' (use .png, .jpg or .jpeg)"), std::string::npos) << o.output;
+  EXPECT_EQ(o.output.find("not found"), std::string::npos) << o.output;
+  EXPECT_FALSE(std::filesystem::exists(Path("a.png")));
+  Outcome none = Ebb("run " + kModels + "/waifu2x_scale2x -i " + in + " -o " + Path("out"));
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.output.find("no file extension"), std::string::npos) << none.output;
+  EXPECT_EQ(none.output.find("->"), std::string::npos) << "nothing ran: " << none.output;
+  Outcome quality = Ebb("run " + Path("no_such_model") + " -i " + in + " -o " + Path("a.jpg") + " --jpeg-quality 0");
+  EXPECT_EQ(quality.exit_code, 1);
+  EXPECT_NE(quality.output.find("--jpeg-quality must be 1..100"), std::string::npos) << quality.output;
+}
+
+TEST_F(CliTest, EveryCommandTakesAModelFileAFolderOrAName) {
+  const std::string folder = kModels + "/tiny";
+  for (const std::string& model : {folder, folder + "/", folder + "/model.onnx", std::string("tiny")}) {
+    SCOPED_TRACE(model);
+    Outcome o = Ebb("info " + model + " --models " + kModels + " --device cpu");
+    ASSERT_EQ(o.exit_code, 0) << o.output;
+    nlohmann::json info = JsonIn(o.output);
+    ASSERT_FALSE(info.is_discarded()) << o.output;
+    EXPECT_EQ(info["name"], "tiny");
+    EXPECT_EQ(info["inputs"][0]["name"], "x");
+  }
+  const std::string convnet = kModels + "/convnet";
+  for (const std::string& model : {convnet, convnet + "/model.onnx", std::string("convnet")}) {
+    SCOPED_TRACE(model);
+    Outcome o = Ebb("bench overhead --model " + model + " --models " + kModels +
+                    " --device cpu --size 32 --iterations 2");
+    ASSERT_EQ(o.exit_code, 0) << o.output;
+    EXPECT_EQ(JsonIn(o.output)["iterations"], 2) << o.output;
+  }
+  for (const std::string& model : {folder, folder + "/model.onnx"}) {  // served through a repository
+    SCOPED_TRACE(model);
+    Outcome o = Ebb("bench http --model " + model + " --device cpu --iterations 3");
+    ASSERT_EQ(o.exit_code, 0) << o.output;
+    EXPECT_EQ(JsonIn(o.output)["failures"], 0) << o.output;
+  }
+  Outcome file = Ebb("run " + kModels + "/waifu2x_scale2x/model.onnx -i " + kFixtures + "astronaut_96.png -o " +
+                     Path("file.png") + " --device cpu");
+  ASSERT_EQ(file.exit_code, 0) << file.output;
+  EXPECT_TRUE(IsPngFile(Path("file.png")));
+}
+
+TEST_F(CliTest, AMissingModelIsTheSameClearErrorInEveryCommand) {
+  const std::string missing = "no_such_model";
+  const std::string message = "model 'no_such_model' not found: no such model file or model folder, and no folder "
+                              "'no_such_model' under --models '" + kModels + "'";
+  for (const std::string& command :
+       {"info " + missing, "run " + missing + " -i " + kFixtures + "astronaut_96.png -o " + Path("o.png"),
+        "bench overhead --model " + missing, "bench floor --model " + missing, "bench release --model " + missing,
+        "bench http --model " + missing, "bench switch --model " + missing, "bench sessions --model " + missing}) {
+    SCOPED_TRACE(command);
+    Outcome o = Ebb(command + " --models " + kModels + " --device cpu");
+    EXPECT_EQ(o.exit_code, 1);
+    EXPECT_NE(o.output.find(message), std::string::npos) << o.output;
+  }
+  Outcome path = Ebb("info " + Path("nope.onnx"));
+  EXPECT_EQ(path.exit_code, 1);
+  EXPECT_NE(path.output.find("no such model file or model folder"), std::string::npos) << path.output;
+  Outcome empty = Ebb("info " + dir_.string());
+  EXPECT_EQ(empty.exit_code, 1);
+  EXPECT_NE(empty.output.find("has no model.onnx"), std::string::npos) << empty.output;
+  Outcome demo = Ebb("demo --models " + dir_.string() + " --device cpu");
+  EXPECT_EQ(demo.exit_code, 1);
+  EXPECT_NE(demo.output.find("model 'convnet' not found"), std::string::npos) << demo.output;
+}
+
+TEST_F(CliTest, MakeRunTakesHostAndPort) {
+  // A dry run (-n) prints the commands `make run` would run, and runs none.
+  auto make_run = [](const std::string& args) {
+    const std::string command = "make -n -s -C " + std::string(EBB_SOURCE_DIR) + " run BUILD=out " + args + " 2>&1";
+    std::string output;
+    FILE* pipe = popen(command.c_str(), "r");
+    if (!pipe) return output;
+    std::array<char, 4096> buf;
+    while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) output.append(buf.data(), n);
+    pclose(pipe);
+    return output;
+  };
+  const std::string custom = make_run("HOST=0.0.0.0 PORT=9123");
+  EXPECT_NE(custom.find("out/ebb serve --repository models --host 0.0.0.0 --port 9123"), std::string::npos) << custom;
+  const std::string defaults = make_run("");
+  EXPECT_NE(defaults.find("out/ebb serve --repository models --host 127.0.0.1 --port 8000"), std::string::npos)
+      << defaults;
+}
+
+TEST_F(CliTest, VersionPrintsEbbOnnxRuntimeAndTheProvidersThisBuildCanUse) {
+  Outcome o = Ebb("--version");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  std::vector<std::string> lines;
+  std::istringstream text(o.output);
+  for (std::string line; std::getline(text, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 5u) << o.output;
+  EXPECT_EQ(lines[0], std::string("ebb ") + EBB_PROJECT_VERSION);
+  EXPECT_EQ(Version(), std::string(EBB_PROJECT_VERSION));
+  // ORT's run-time version agrees with the headers ebb was built against.
+  EXPECT_EQ(lines[1].rfind("ONNX Runtime 1." + std::to_string(EBB_ORT_API_VERSION) + ".", 0), 0u) << lines[1];
+  EXPECT_EQ(lines[1], "ONNX Runtime " + OrtVersion());
+  EXPECT_EQ(lines[2].rfind("providers built into ONNX Runtime: ", 0), 0u) << lines[2];
+  EXPECT_NE(lines[2].find("CPUExecutionProvider"), std::string::npos) << lines[2];
+  // Whether the CUDA provider library is there decides what the next lines say.
+  const bool installed = std::filesystem::exists(std::string(EBB_ORT_LIB_DIR) + "/libonnxruntime_providers_cuda.so");
+  const bool loadable = lines[3].rfind("CUDA provider library: loadable (", 0) == 0;
+  if (installed) {
+    EXPECT_TRUE(loadable || lines[3].rfind("CUDA provider library: not loadable (", 0) == 0) << lines[3];
+  } else {
+    EXPECT_EQ(lines[3].rfind("CUDA provider library: missing (", 0), 0u) << lines[3];
+  }
+  EXPECT_EQ(lines[4], loadable ? "providers ebb can use: CUDAExecutionProvider, CPUExecutionProvider"
+                               : "providers ebb can use: CPUExecutionProvider");
+}
+
+// The "arena reserved" MiB of the row starting with `row` in the section of
+// `model` in `ebb demo`'s output; -1 when not found.
+double DemoReservedMiB(const std::string& output, const std::string& model, const std::string& row) {
+  const size_t section = output.find("\n" + model + " on ");
+  const size_t at = section == std::string::npos ? section : output.find("\n  " + row, section);
+  const size_t value = at == std::string::npos ? at : output.find("arena reserved", at);
+  return value == std::string::npos ? -1 : std::stod(output.substr(value + 14));
+}
+
+TEST_F(CliTest, DemoSaysWhatThePolicyInForceDoesAndCountsLoadsPerModel) {
+  Outcome ebb = Ebb("demo --size 64 --device cpu --models " + kModels);
+  ASSERT_EQ(ebb.exit_code, 0) << ebb.output;
+  EXPECT_NE(ebb.output.find("goes back at the end of each operation"), std::string::npos) << ebb.output;
+  EXPECT_NE(ebb.output.find("after frame 3/3 (released)"), std::string::npos) << ebb.output;
+  EXPECT_NE(ebb.output.find("arena column: cpu:shared"), std::string::npos) << ebb.output;
+  EXPECT_GT(DemoReservedMiB(ebb.output, "convnet", "after frame 1/3"), 0) << ebb.output;
+  EXPECT_EQ(DemoReservedMiB(ebb.output, "convnet", "after frame 3/3"), 0) << ebb.output;
+  for (const char* model : {"convnet", "ppocr_det"}) {
+    EXPECT_NE(ebb.output.find(std::string(model) + " stays loaded: 1 load(s) of this model"), std::string::npos)
+        << ebb.output;
+  }
+
+  std::ofstream(Path("ort.json")) << R"({"release": "never", "cpu": {"arena": "per_session"}})";
+  Outcome ort = Ebb("demo --size 64 --device cpu --models " + kModels + " --policy " + Path("ort.json"));
+  ASSERT_EQ(ort.exit_code, 0) << ort.output;
+  EXPECT_NE(ort.output.find("release: never"), std::string::npos) << ort.output;
+  EXPECT_NE(ort.output.find("never given back"), std::string::npos) << ort.output;
+  EXPECT_EQ(ort.output.find("goes back"), std::string::npos) << ort.output;
+  EXPECT_EQ(ort.output.find("(released)"), std::string::npos) << ort.output;
+  EXPECT_NE(ort.output.find("after frame 3/3 (ends; not released)"), std::string::npos) << ort.output;
+  // The arena column is each session's own arena, which keeps what it grew to.
+  EXPECT_NE(ort.output.find("arena column: cpu:convnet"), std::string::npos) << ort.output;
+  const double grown = DemoReservedMiB(ort.output, "convnet", "after frame 1/3");
+  EXPECT_GT(grown, 0) << ort.output;
+  EXPECT_EQ(DemoReservedMiB(ort.output, "convnet", "after frame 3/3"), grown) << ort.output;
+  EXPECT_GT(DemoReservedMiB(ort.output, "ppocr_det", "after frame 2/2"), 0) << ort.output;
+  for (const char* model : {"convnet", "ppocr_det"}) {
+    EXPECT_NE(ort.output.find(std::string(model) + " stays loaded: 1 load(s) of this model"), std::string::npos)
+        << ort.output;
+  }
 }
 
 }  // namespace

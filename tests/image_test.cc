@@ -1,4 +1,4 @@
-// Image files and image tensors: PNG/JPEG reading, PNG writing, broken files,
+// Image files and image tensors: PNG/JPEG reading, PNG and JPEG writing, broken files,
 // and the exact layout of the tensor conversions.
 #include "ebb/image.h"
 
@@ -76,13 +76,13 @@ std::vector<uint8_t> EncodeJpeg(const Image& image, bool progressive = false) {
   return bytes;
 }
 
-// An image of 8x8 blocks, each one flat colour.
-Image BlockImage(int blocks_x, int blocks_y, int channels) {
-  Image image{blocks_x * 8, blocks_y * 8, channels, {}};
+// An image of `side` x `side` blocks, each one flat colour.
+Image BlockImage(int blocks_x, int blocks_y, int channels, int side = 8) {
+  Image image{blocks_x * side, blocks_y * side, channels, {}};
   image.pixels.resize(static_cast<size_t>(image.width) * image.height * channels);
   for (int y = 0; y < image.height; ++y) {
     for (int x = 0; x < image.width; ++x) {
-      const int block = (y / 8) * blocks_x + x / 8;
+      const int block = (y / side) * blocks_x + x / side;
       for (int c = 0; c < channels; ++c) {
         image.pixels[(static_cast<size_t>(y) * image.width + x) * channels + c] =
             static_cast<uint8_t>((block * 67 + c * 101 + 30) % 256);
@@ -256,6 +256,79 @@ TEST_F(ImageFileTest, FormatComesFromMagicBytesNotTheName) {
   Result<Image> jpeg = ReadImage(WriteBytes("really_a_jpeg.png", EncodeJpeg(jpeg_image)));
   ASSERT_TRUE(jpeg.ok()) << jpeg.status().ToString();
   ExpectNearImage(jpeg_image, *jpeg, 2);
+}
+
+// ---------------------------------------------------------------------------
+// WriteJpeg
+
+TEST_F(ImageFileTest, WriteJpegWritesAJpegThatReadsBack) {
+  for (int channels : {1, 3}) {
+    SCOPED_TRACE(channels);
+    // 16x16 blocks: one 4:2:0 chroma block each, so a JPEG keeps every
+    // block's colour but for rounding, away from the block edges (where the
+    // decoder's smooth chroma upsampling blends neighbours).
+    const Image image = BlockImage(3, 2, channels, 16);
+    const std::string path = Path("out_" + std::to_string(channels) + ".jpg");
+    ASSERT_TRUE(WriteJpeg(path, image, 100).ok());
+    const std::vector<uint8_t> bytes = ReadBytes(path);
+    ASSERT_GE(bytes.size(), 4u);
+    EXPECT_EQ(bytes[0], 0xff);  // SOI, then the next marker
+    EXPECT_EQ(bytes[1], 0xd8);
+    EXPECT_EQ(bytes[2], 0xff);
+    EXPECT_EQ(bytes[bytes.size() - 2], 0xff);  // EOI: the file is complete
+    EXPECT_EQ(bytes[bytes.size() - 1], 0xd9);
+    Result<Image> read = ReadImage(path);
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    ASSERT_EQ(read->width, image.width);
+    ASSERT_EQ(read->height, image.height);
+    ASSERT_EQ(read->channels, channels);
+    int worst = 0;
+    for (int y = 0; y < image.height; ++y) {
+      for (int x = 0; x < image.width; ++x) {
+        if (x % 16 < 4 || x % 16 >= 12 || y % 16 < 4 || y % 16 >= 12) continue;  // near a block edge
+        for (int c = 0; c < channels; ++c) {
+          const size_t i = (static_cast<size_t>(y) * image.width + x) * channels + c;
+          worst = std::max(worst, std::abs(int{image.pixels[i]} - int{read->pixels[i]}));
+        }
+      }
+    }
+    EXPECT_LE(worst, 3);
+  }
+}
+
+TEST_F(ImageFileTest, WriteJpegQualityTradesSizeForFidelity) {
+  const Image image = MakeImage(64, 64, 3);  // noise: every coefficient matters
+  ASSERT_TRUE(WriteJpeg(Path("q20.jpg"), image, 20).ok());
+  ASSERT_TRUE(WriteJpeg(Path("q95.jpg"), image, 95).ok());
+  ASSERT_TRUE(WriteJpeg(Path("default.jpg"), image).ok());
+  ASSERT_TRUE(WriteJpeg(Path("q90.jpg"), image, 90).ok());
+  EXPECT_LT(fs::file_size(Path("q20.jpg")) * 2, fs::file_size(Path("q95.jpg")));
+  EXPECT_EQ(ReadBytes(Path("default.jpg")), ReadBytes(Path("q90.jpg"))) << "the default quality is 90";
+  EXPECT_EQ(kDefaultJpegQuality, 90);
+}
+
+TEST_F(ImageFileTest, WriteJpegRefusesAlphaBadQualityAndInvalidImages) {
+  Status rgba = WriteJpeg(Path("rgba.jpg"), MakeImage(4, 4, 4));
+  EXPECT_EQ(rgba.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Mentions(rgba, "alpha")) << rgba.message();
+  for (int quality : {0, 101, -5}) {
+    Status status = WriteJpeg(Path("q.jpg"), MakeImage(4, 4, 3), quality);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << quality;
+    EXPECT_TRUE(Mentions(status, "quality")) << status.message();
+  }
+  Image wrong_size = MakeImage(4, 4, 3);
+  wrong_size.pixels.pop_back();
+  EXPECT_EQ(WriteJpeg(Path("bad.jpg"), wrong_size).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(WriteJpeg(Path("bad.jpg"), Image{}).code(), StatusCode::kInvalidArgument);
+  for (const char* name : {"rgba.jpg", "q.jpg", "bad.jpg"}) EXPECT_FALSE(fs::exists(Path(name))) << name;
+}
+
+TEST_F(ImageFileTest, WriteJpegFailureIsInternalNamingTheFile) {
+  const std::string path = Path("no_such_dir/out.jpg");
+  Status status = WriteJpeg(path, MakeImage(2, 2, 3));
+  EXPECT_EQ(status.code(), StatusCode::kInternal);
+  EXPECT_TRUE(Mentions(status, path)) << status.message();
+  EXPECT_TRUE(Mentions(status, "JPEG")) << status.message();
 }
 
 // ---------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 // Test helper: starts the real `ebb serve` as a child process on a free
-// loopback port, and stops it with a signal.
+// loopback port, keeps what it prints, and stops it with a signal.
 #pragma once
 
 #include <signal.h>
@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,19 +50,27 @@ class ServerProcess {
     char line[4096];
     while (fgets(line, sizeof line, stdout_)) {
       std::string s(line);
+      Append(s);
       if (auto at = s.find("http://127.0.0.1:"); at != std::string::npos) port_ = std::stoi(s.substr(at + 17));
       if (auto at = s.find("grpc 127.0.0.1:"); at != std::string::npos) grpc_port_ = std::stoi(s.substr(at + 15));
       if (port_ && (!with_grpc || grpc_port_)) {
         // Keep draining stdout so the child never blocks on a full pipe.
-        drain_ = std::thread([f = stdout_] {
+        drain_ = std::thread([this, f = stdout_] {
           char buf[4096];
-          while (fgets(buf, sizeof buf, f)) {
-          }
+          while (fgets(buf, sizeof buf, f)) Append(buf);
         });
         return true;
       }
     }
     return false;
+  }
+
+  // What the server printed on stdout so far, once it holds `until` (or
+  // after `timeout`, whatever it holds then).
+  std::string Output(const std::string& until, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    std::unique_lock<std::mutex> lock(output_mu_);
+    output_cv_.wait_for(lock, timeout, [&] { return output_.find(until) != std::string::npos; });
+    return output_;
   }
 
   // Sends `sig` and returns the exit code (-1 if it did not exit normally).
@@ -85,11 +95,22 @@ class ServerProcess {
   pid_t pid() const { return pid_; }
 
  private:
+  void Append(const std::string& text) {
+    {
+      std::lock_guard<std::mutex> lock(output_mu_);
+      output_ += text;
+    }
+    output_cv_.notify_all();
+  }
+
   pid_t pid_ = -1;
   int port_ = 0;
   int grpc_port_ = 0;
   FILE* stdout_ = nullptr;
   std::thread drain_;
+  std::mutex output_mu_;
+  std::condition_variable output_cv_;
+  std::string output_;  // stdout so far; guarded by output_mu_
 };
 
 }  // namespace ebb::testing

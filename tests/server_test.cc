@@ -545,5 +545,130 @@ TEST(ServerBudgetTest, ModelsSwitchWithinTheBudgetAndTheIndexShowsStatesAndCharg
   fs::remove_all(repo);
 }
 
+// ---------------------------------------------------------------------------
+// What `ebb serve` prints at start-up, and the version it reports
+
+// A repository of copies of the named bundled models, plus `broken` when asked.
+std::string MakeRepositoryOf(const std::string& tag, const std::vector<std::string>& models, bool broken = false) {
+  const fs::path root = fs::path(::testing::TempDir()) / ("ebb_" + tag + "_" + std::to_string(getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root);
+  for (const std::string& name : models) {
+    fs::create_directories(root / name);
+    fs::copy_file(kModels + "/" + name + "/model.onnx", root / name / "model.onnx");
+  }
+  if (broken) {
+    fs::create_directories(root / "broken");
+    std::ofstream(root / "broken" / "model.onnx") << "not a model";
+  }
+  return root.string();
+}
+
+// The inference request of the start-up hint, as printed: the path of its URL
+// and the body between the single quotes of -d.
+struct PrintedRequest {
+  std::string model, path, body;
+};
+
+std::optional<PrintedRequest> PrintedHint(const std::string& output, int port) {
+  // One line: curl -s http://127.0.0.1:PORT/v2/models/M/infer -H 'Content-Type: application/json' -d 'BODY'
+  const std::string url = "curl -s http://127.0.0.1:" + std::to_string(port);
+  const size_t line = output.find(url + "/v2/models/");
+  if (line == std::string::npos) return std::nullopt;
+  const size_t path = line + url.size(), model = path + 11, infer = output.find("/infer ", model);
+  const std::string flags = "/infer -H 'Content-Type: application/json' -d '";
+  if (infer == std::string::npos || output.compare(infer, flags.size(), flags) != 0) return std::nullopt;
+  const size_t body = infer + flags.size(), close = output.find('\'', body);
+  if (close == std::string::npos || output.find('\n', path) < close) return std::nullopt;
+  return PrintedRequest{output.substr(model, infer - model), output.substr(path, infer + 6 - path),
+                        output.substr(body, close - body)};
+}
+
+// Checks the hint of a server on `repo`: it names `expected`, its inputs are
+// the model's own (names, datatypes, and shapes that fit the declared ones),
+// and its request succeeds as printed.
+void ExpectWorkingHint(const std::string& repo, const std::string& expected, const Shape& expected_shape) {
+  testing::ServerProcess server;
+  ASSERT_TRUE(server.Start({"--repository", repo}));
+  const std::string output = server.Output("| grep ebb_arena");
+  std::optional<PrintedRequest> hint = PrintedHint(output, server.port());
+  ASSERT_TRUE(hint) << output;
+  EXPECT_EQ(hint->model, expected) << output;
+  EXPECT_TRUE(fs::is_regular_file(fs::path(repo) / hint->model / "model.onnx")) << "a model the repository has";
+  httplib::Client c("127.0.0.1", server.port());
+  c.set_read_timeout(60, 0);
+  auto meta = c.Get(("/v2/models/" + hint->model).c_str());
+  ASSERT_TRUE(meta && meta->status == 200);
+  const json declared = json::parse(meta->body)["inputs"];
+  const json sent = json::parse(hint->body)["inputs"];
+  ASSERT_EQ(sent.size(), declared.size());
+  for (size_t i = 0; i < sent.size(); ++i) {
+    EXPECT_EQ(sent[i]["name"], declared[i]["name"]);
+    EXPECT_EQ(sent[i]["datatype"], declared[i]["datatype"]);
+    const Shape shape = sent[i]["shape"].get<Shape>(), wanted = declared[i]["shape"].get<Shape>();
+    ASSERT_EQ(shape.size(), wanted.size());
+    for (size_t d = 0; d < shape.size(); ++d) EXPECT_TRUE(wanted[d] < 0 ? shape[d] > 0 : shape[d] == wanted[d]);
+  }
+  EXPECT_EQ(sent[0]["shape"].get<Shape>(), expected_shape);
+  auto reply = c.Post(hint->path.c_str(), hint->body, "application/json");
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 200) << reply->body;
+  EXPECT_FALSE(json::parse(reply->body)["outputs"].empty());
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+TEST(ServerStartupTest, TheHintUsesTheSmallestLoadedModelOfTheRepositoryAndWorks) {
+  const std::string repo = MakeRepositoryOf("hint", {"tiny", "convnet"});  // no `mixed`
+  ExpectWorkingHint(repo, "tiny", {1, 64});
+  fs::remove_all(repo);
+}
+
+TEST(ServerStartupTest, TheHintMakesDynamicDimsConcrete) {
+  const std::string repo = MakeRepositoryOf("hint_dynamic", {"convnet"}, /*broken=*/true);
+  ExpectWorkingHint(repo, "convnet", {1, 3, 32, 32});  // declared [N,3,H,W]
+  fs::remove_all(repo);
+}
+
+TEST(ServerStartupTest, NoLoadableModelGivesNoInferenceHintButOneThatWorks) {
+  const std::string repo = MakeRepositoryOf("hint_none", {}, /*broken=*/true);
+  testing::ServerProcess server;
+  ASSERT_TRUE(server.Start({"--repository", repo}));
+  const std::string output = server.Output("| grep ebb_arena");
+  EXPECT_EQ(output.find("/infer"), std::string::npos) << output;
+  ASSERT_NE(output.find("curl -s -d '' http://127.0.0.1:" + std::to_string(server.port()) + "/v2/repository/index"),
+            std::string::npos)
+      << output;
+  httplib::Client c("127.0.0.1", server.port());
+  auto index = c.Post("/v2/repository/index", "", "application/x-www-form-urlencoded");  // what curl -d '' sends
+  ASSERT_TRUE(index);
+  EXPECT_EQ(index->status, 200);
+  EXPECT_NE(index->body.find("broken"), std::string::npos) << index->body;
+  EXPECT_EQ(server.Stop(), 0);
+  fs::remove_all(repo);
+}
+
+TEST(ServerStartupTest, TheServerReportsTheVersionEbbPrints) {
+  FILE* pipe = popen((std::string(EBB_BINARY) + " --version").c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  char line[256] = {};
+  ASSERT_NE(fgets(line, sizeof line, pipe), nullptr);
+  EXPECT_EQ(pclose(pipe), 0);
+  std::string first(line);
+  if (!first.empty() && first.back() == '\n') first.pop_back();
+  ASSERT_EQ(first.rfind("ebb ", 0), 0u) << first;
+  const std::string version = first.substr(4);
+  EXPECT_EQ(version, EBB_PROJECT_VERSION);
+
+  const std::string repo = MakeRepositoryOf("version", {"tiny"});
+  testing::ServerProcess server;
+  ASSERT_TRUE(server.Start({"--repository", repo}));
+  httplib::Client c("127.0.0.1", server.port());
+  auto metadata = c.Get("/v2");
+  ASSERT_TRUE(metadata && metadata->status == 200);
+  EXPECT_EQ(json::parse(metadata->body)["version"], version);
+  EXPECT_EQ(server.Stop(), 0);
+  fs::remove_all(repo);
+}
+
 }  // namespace
 }  // namespace ebb

@@ -3,11 +3,11 @@
 // ReadImage decodes PNG (libpng's simplified API) and JPEG (libjpeg-turbo)
 // files, recognised by their magic bytes, never by the file name. A corrupt,
 // truncated or unsupported file is an error with the file named in it; it never
-// crashes or exits the process. WritePng writes 8-bit PNGs. The tensor
-// functions convert between 8-bit HWC images and float32 NCHW tensors with
-// values in [0,1], the layout image models take.
+// crashes or exits the process. WritePng writes 8-bit PNGs, WriteJpeg baseline
+// JPEGs (libjpeg-turbo). The tensor functions convert between 8-bit HWC images
+// and float32 NCHW tensors with values in [0,1], the layout image models take.
 //
-// Thread safety: every function is reentrant (each call owns its decoder
+// Thread safety: every function is reentrant (each call owns its codec
 // state); distinct calls may run on different threads at once.
 // Ownership: Image is a plain value that owns its pixels; results belong to the
 // caller.
@@ -46,6 +46,18 @@ Result<Image> ReadImage(const std::string& path);
 // Errors: kInvalidArgument for an invalid image; kInternal, naming the file,
 // when it cannot be written.
 Status WritePng(const std::string& path, const Image& image);
+
+// The quality WriteJpeg uses unless told otherwise: high enough that a
+// model's output shows no visible blocking, at a fraction of a PNG's size.
+inline constexpr int kDefaultJpegQuality = 90;
+
+// Writes `image` as a baseline JPEG (gray or RGB; 4:2:0 chroma subsampling for
+// RGB, as libjpeg's defaults give) at `quality` 1..100, replacing the file.
+// JPEG has no alpha channel: an RGBA image is refused, never silently
+// flattened. The file is written only once the whole image is encoded.
+// Errors: kInvalidArgument for an invalid image, an RGBA image, or a quality
+// outside 1..100; kInternal, naming the file, when it cannot be written.
+Status WriteJpeg(const std::string& path, const Image& image, int quality = kDefaultJpegQuality);
 
 // A [1,C,H,W] float32 tensor with values v / 255 from an image. `channels`
 // selects the tensor's C: 3 gives RGB (gray is replicated, alpha dropped);

@@ -6,6 +6,7 @@
 #include "classification.h"
 #include "ebb/operation.h"
 #include "ebb/tiler.h"
+#include "ebb/version.h"
 #include "model_configuration.h"
 
 namespace ebb::server {
@@ -79,7 +80,7 @@ Result<std::unique_ptr<InferenceService>> InferenceService::Create(Runtime& runt
 
 ServerMetadata InferenceService::Metadata() const {
   return {"ebb",
-          "0.1.0",
+          Version(),
           {"binary_tensor_data", "classification", "model_configuration", "model_repository",
            "model_repository(unload_dependents)", "statistics"}};
 }
