@@ -248,8 +248,7 @@ EOF
 # --------------------------------------------------- e. generated models ----
 GEN_SCRIPT=tools/make_test_models.py
 GEN_MODELS=(models/convnet/model.onnx models/tiny/model.onnx models/mixed/model.onnx models/twochannel/model.onnx
-            models/strings/model.onnx models/identity/model.onnx
-            models/halves/model.onnx)
+            models/strings/model.onnx tests/models/identity/model.onnx tests/models/halves/model.onnx)
 
 step_gen_models() {
     local need=0 m
@@ -263,7 +262,7 @@ step_gen_models() {
         return
     fi
     log "generating test models"
-    "$PYTHON" "$GEN_SCRIPT" --out models | sed 's/^/setup: /'
+    "$PYTHON" "$GEN_SCRIPT" --out models --test-out tests/models | sed 's/^/setup: /'
 }
 
 step_apt

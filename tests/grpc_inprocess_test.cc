@@ -5,6 +5,8 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "ebb/runtime.h"
 #include "grpc_service.grpc.pb.h"
 #include "server_process.h"
@@ -16,8 +18,14 @@ namespace {
 class GrpcInProcessTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
+    namespace fs = std::filesystem;
+    repository_ = ::testing::TempDir() + "/ebb_grpc_inprocess_" + std::to_string(getpid());
+    for (const char* model : {"convnet", "mixed", "strings", "halves"}) {
+      fs::create_directories(repository_ + "/" + model);
+      fs::copy_file(Path(model), repository_ + "/" + model + "/model.onnx", fs::copy_options::overwrite_existing);
+    }
     server_ = new testing::ServerProcess();
-    ASSERT_TRUE(server_->Start({"--repository", EBB_MODELS_DIR, "--no-load", "--grpc-port", "-1"}));
+    ASSERT_TRUE(server_->Start({"--repository", repository_, "--no-load", "--grpc-port", "-1"}));
     auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->grpc_port()),
                                        grpc::InsecureChannelCredentials());
     stub_ = inference::GRPCInferenceService::NewStub(channel).release();
@@ -30,6 +38,11 @@ class GrpcInProcessTest : public ::testing::Test {
     EXPECT_EQ(server_->Stop(SIGTERM), 0);
     delete server_;
     delete runtime_;
+    std::filesystem::remove_all(repository_);
+  }
+
+  static std::string Path(const std::string& model) {
+    return model == "halves" ? testing::TestModelPath(model) : testing::ModelPath(model);
   }
 
   // Runs `inputs` on `model` over gRPC (raw contents) and in-process; expects the same outputs.
@@ -47,7 +60,7 @@ class GrpcInProcessTest : public ::testing::Test {
     inference::ModelInferResponse response;
     grpc::Status st = stub_->ModelInfer(&context, request, &response);
     ASSERT_TRUE(st.ok()) << model << ": " << st.error_message();
-    auto session = runtime_->Load(testing::ModelPath(model), {.device = DeviceRequest::Cpu()});
+    auto session = runtime_->Load(Path(model), {.device = DeviceRequest::Cpu()});
     ASSERT_TRUE(session.ok());
     auto local = (*session)->Run(inputs);
     ASSERT_TRUE(local.ok()) << local.status().ToString();
@@ -62,6 +75,7 @@ class GrpcInProcessTest : public ::testing::Test {
     }
   }
 
+  static inline std::string repository_;
   static inline testing::ServerProcess* server_ = nullptr;
   static inline inference::GRPCInferenceService::Stub* stub_ = nullptr;
   static inline Runtime* runtime_ = nullptr;

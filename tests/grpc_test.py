@@ -41,6 +41,7 @@ import model_config_pb2  # noqa: E402
 
 EBB = os.environ["EBB_BINARY"]
 MODELS = os.environ["EBB_MODELS_DIR"]
+TEST_MODELS = os.environ["EBB_TEST_MODELS_DIR"]  # identity, halves
 SERVICE = "inference.GRPCInferenceService"
 MAX_BODY = 80_000_000
 
@@ -49,7 +50,8 @@ MAX_BODY = 80_000_000
 
 def copy_model(model, folder):
     os.makedirs(folder, exist_ok=True)
-    shutil.copyfile(os.path.join(MODELS, model, "model.onnx"), os.path.join(folder, "model.onnx"))
+    source = TEST_MODELS if model in ("identity", "halves") else MODELS
+    shutil.copyfile(os.path.join(source, model, "model.onnx"), os.path.join(folder, "model.onnx"))
 
 
 def make_repository(tmp):

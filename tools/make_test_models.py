@@ -10,9 +10,10 @@ Writes (deterministically, fixed seed):
   OUT/tiny/model.onnx     x f32[1,64] -> MatMul(64x64) -> Add -> Relu -> y f32[1,64]
   OUT/mixed/model.onnx    a f32, b i64, c u8, flag bool (all [N,4]) ->
                           sum f32, b2 i64, nflag bool, d f64 (all [N,4])
-  OUT/identity/model.onnx one input per element type (bool, uint8..uint64, int8..int64,
+and, with --test-out TEST (models only the protocol tests use, kept out of the served `models/`):
+  TEST/identity/model.onnx one input per element type (bool, uint8..uint64, int8..int64,
                           fp32, fp64, string), each [N], -> out_<type> = Identity
-  OUT/halves/model.onnx   the same for fp16 and bf16 (which the gRPC protocol carries raw only)
+  TEST/halves/model.onnx  the same for fp16 and bf16 (which the gRPC protocol carries raw only)
   OUT/strings/model.onnx  text string[N,M] -> echo string[N,M] (Identity),
                           id i64[N,M] (ai.onnx.ml LabelEncoder: apple 0, banana 1,
                           cherry 2, anything else -1)
@@ -199,6 +200,7 @@ def write(model, out_dir, name):
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="output directory (e.g. models)")
+    ap.add_argument("--test-out", help="output directory of the protocol tests' models (e.g. tests/models)")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(SEED)
     write(make_convnet(rng), args.out, "convnet")
@@ -206,8 +208,9 @@ def main(argv):
     write(make_mixed(), args.out, "mixed")
     write(make_twochannel(rng), args.out, "twochannel")
     write(make_strings(), args.out, "strings")
-    write(make_identity(IDENTITY_TYPES, "identity"), args.out, "identity")
-    write(make_identity(HALF_TYPES, "halves"), args.out, "halves")
+    if args.test_out:
+        write(make_identity(IDENTITY_TYPES, "identity"), args.test_out, "identity")
+        write(make_identity(HALF_TYPES, "halves"), args.test_out, "halves")
     return 0
 
 
