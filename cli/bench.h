@@ -45,6 +45,7 @@ int BenchOverhead(const BenchOptions& options);
 int BenchFloor(const BenchOptions& options);
 int BenchRelease(const BenchOptions& options);
 int BenchHttp(const BenchOptions& options);
+int BenchGrpc(const BenchOptions& options);
 int BenchSwitch(const BenchOptions& options);
 int BenchSessions(const BenchOptions& options);
 int BenchJson(const BenchOptions& options);

@@ -8,9 +8,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "bench.h"
-#include "core/service.h"
-#include "http/http_server.h"
+#include "bench_server.h"
 
 namespace ebb::cli {
 
@@ -43,45 +41,63 @@ Result<BenchRepository> RepositoryFor(const ModelArg& model) {
 
 }  // namespace
 
+std::unique_ptr<BenchServer> BenchServer::Start(const BenchOptions& options) {
+  std::unique_ptr<BenchServer> b(new BenchServer());
+  auto resolved = ResolveModel(WithModel(options, "tiny").model, options.common);  // a small model by default
+  if (!resolved.ok()) return Fail(resolved.status()), nullptr;
+  auto served = RepositoryFor(*resolved);
+  if (!served.ok()) return Fail(served.status()), nullptr;
+  b->temp_dir_ = served->dir;
+  b->model = served->name;
+  b->model_label = resolved->name;
+  b->runtime_ = MakeRuntime(options.common);
+  if (!b->runtime_) return nullptr;
+  auto service = server::InferenceService::Create(
+      *b->runtime_, {.root = served->root, .default_device = options.common.device}, {});
+  if (!service.ok()) return Fail(service.status()), nullptr;
+  b->service_ = std::move(service).value();
+  server::ModelRepository& repository = b->service_->repository();
+  if (Status st = repository.Load(b->model); !st.ok()) return Fail(st), nullptr;
+  b->api_ = std::make_unique<server::RestApi>(*b->service_);
+  b->http_ = std::make_unique<server::HttpServer>(*b->api_, server::HttpOptions{.port = 0});
+  if (Status st = b->http_->Bind(); !st.ok()) return Fail(st), nullptr;
+  b->serving_ = std::thread([http = b->http_.get()] { http->Serve(); });
+
+  auto handle = repository.Acquire(b->model);
+  if (!handle.ok()) return Fail(handle.status()), nullptr;
+  b->handle_.emplace(std::move(handle).value());
+  const TensorInfo& in = b->session()->inputs()[0];
+  b->input_name = in.name;
+  b->shape = in.shape;
+  for (int64_t& d : b->shape) d = d < 0 ? 1 : d;
+  b->values.assign(static_cast<size_t>(ElementCount(b->shape)), 0.5f);
+  b->inputs.push_back({in.name, Tensor::FromFloats(b->shape, b->values)});
+  b->json_body = nlohmann::json{{"inputs",
+                                 {{{"name", in.name}, {"shape", b->shape}, {"datatype", "FP32"}, {"data", b->values}}}}}
+                     .dump();
+  b->infer_path = "/v2/models/" + b->model + "/infer";
+  return b;
+}
+
+BenchServer::~BenchServer() {
+  handle_.reset();
+  if (http_) http_->Stop();
+  if (serving_.joinable()) serving_.join();
+  std::error_code ec;
+  if (!temp_dir_.empty()) fs::remove_all(temp_dir_, ec);
+}
+
 int BenchHttp(const BenchOptions& options) {
   const int n = options.iterations ? options.iterations : 2000;
-  auto resolved = ResolveModel(WithModel(options, "tiny").model, options.common);  // a small model by default
-  if (!resolved.ok()) return Fail(resolved.status());
-  auto served = RepositoryFor(*resolved);
-  if (!served.ok()) return Fail(served.status());
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code ec;
-      if (!dir.empty()) fs::remove_all(dir, ec);
-    }
-  } cleanup{served->dir};
-  const std::string& model = served->name;
-  auto runtime = MakeRuntime(options.common);
-  if (!runtime) return 1;
-  auto service = server::InferenceService::Create(
-      *runtime, {.root = served->root, .default_device = options.common.device}, {});
-  if (!service.ok()) return Fail(service.status());
-  server::ModelRepository& repository = (*service)->repository();
-  if (Status st = repository.Load(model); !st.ok()) return Fail(st);
-  server::RestApi api(**service);
-  server::HttpServer http(api, {.port = 0});
-  if (Status st = http.Bind(); !st.ok()) return Fail(st);
-  std::thread serving([&http] { http.Serve(); });
+  std::unique_ptr<BenchServer> b = BenchServer::Start(options);
+  if (!b) return 1;
+  const std::string model = b->model_label;
+  const std::string& body = b->json_body;
+  const std::string& path = b->infer_path;
+  const std::vector<NamedTensor>& inputs = b->inputs;
+  auto* handle = b.get();
 
-  auto handle = repository.Acquire(model);
-  if (!handle.ok()) return Fail(handle.status());
-  const TensorInfo& in = handle->session()->inputs()[0];
-  Shape shape = in.shape;
-  for (int64_t& d : shape) d = d < 0 ? 1 : d;
-  std::vector<float> values(static_cast<size_t>(ElementCount(shape)), 0.5f);
-  std::vector<NamedTensor> inputs;
-  inputs.push_back({in.name, Tensor::FromFloats(shape, values)});
-  const std::string body =
-      nlohmann::json{{"inputs", {{{"name", in.name}, {"shape", shape}, {"datatype", "FP32"}, {"data", values}}}}}.dump();
-  const std::string path = "/v2/models/" + model + "/infer";
-
-  httplib::Client client("127.0.0.1", http.port());
+  httplib::Client client("127.0.0.1", b->http_port());
   client.set_keep_alive(true);
   client.set_tcp_nodelay(true);
   std::vector<double> local_us, http_us, live_us;
@@ -104,10 +120,9 @@ int BenchHttp(const BenchOptions& options) {
     }
   }
   client.stop();  // close the keep-alive connection, or the server waits for it to time out
-  http.Stop();
-  serving.join();
+  b.reset();
   const double local_p50 = Median(local_us), http_p50 = Median(http_us);
-  PrintJson({{"model", resolved->name},
+  PrintJson({{"model", model},
              {"requests", n},
              {"failures", failures},
              {"in_process_p50_us", local_p50},

@@ -37,6 +37,7 @@ struct ServeOptions {
   bool load_all = true;        // load every model at start-up
   bool load_on_demand = true;  // a request to an unloaded model loads it
   server::HttpOptions http;
+  int grpc_port = 8001;        // 0 = no gRPC; -1 = any free port
   server::ServiceOptions service;
   PoolOptions pool;
 };

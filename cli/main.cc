@@ -34,7 +34,8 @@ void AddHttpOptions(CLI::App* serve, server::HttpOptions* http) {
   positive("--max-connections", &http->max_connections, "connections open at once; one more gets 503");
   positive("--max-header-bytes", &http->max_header_bytes, "request line plus header fields (431 beyond)");
   positive("--max-uri-bytes", &http->max_uri_bytes, "request target (414 beyond)");
-  positive("--max-body-bytes", &http->max_body_bytes, "request body after decoding and decompression (413 beyond)");
+  positive("--max-body-bytes", &http->max_body_bytes,
+           "request body after decoding and decompression (413 beyond); also the gRPC message limit");
   positive("--max-body-bytes-in-flight", &http->max_body_bytes_in_flight,
            "body bytes held by all requests being received or answered (503 beyond)");
   positive("--read-timeout-s", &http->read_timeout_s, "longest wait for the next bytes of a request (408)");
@@ -135,7 +136,9 @@ int main(int argc, char** argv) {
   AddCommon(serve_cmd, &serve.common);
   serve_cmd->add_option("--repository", serve.repository, "model repository folder")->capture_default_str();
   serve_cmd->add_option("--host", serve.http.host, "address to listen on")->capture_default_str();
-  serve_cmd->add_option("--port", serve.http.port, "port (0 = any free port)")->capture_default_str();
+  serve_cmd->add_option("--port", serve.http.port, "HTTP port (0 = any free port)")->capture_default_str();
+  serve_cmd->add_option("--grpc-port", serve.grpc_port, "gRPC port (0 = no gRPC, -1 = any free port)")
+      ->capture_default_str();
   serve_cmd->add_option("--workers", serve.service.workers, "inferences running at once")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
@@ -189,6 +192,7 @@ int main(int argc, char** argv) {
   auto* floor_cmd = add_bench("floor", "reserved and RSS after load, at the peak, and after release");
   auto* release_cmd = add_bench("release", "a tiled multi-frame operation under every release mode");
   auto* http_cmd = add_bench("http", "the server's own cost per request over the run boundary");
+  auto* grpc_cmd = add_bench("grpc", "the gRPC front end's cost per request, beside HTTP's, in one run");
   auto* switch_cmd = add_bench("switch", "models rotating under all_resident, destroy_on_switch and budget_lru");
   switch_cmd->add_option("--budget-bytes", bench.budget_bytes, "budget_lru's budget (0 = 2.5x one model's charge)");
   auto* sessions_cmd = add_bench("sessions", "1 to 16 sessions: per-session arenas against one shared capped arena");
@@ -231,6 +235,7 @@ int main(int argc, char** argv) {
   if (*floor_cmd) return BenchFloor(bench);
   if (*release_cmd) return BenchRelease(bench);
   if (*http_cmd) return BenchHttp(bench);
+  if (*grpc_cmd) return BenchGrpc(bench);
   if (*switch_cmd) return BenchSwitch(bench);
   if (*sessions_cmd) return BenchSessions(bench);
   if (*footprint_cmd) return BenchFootprint(footprint);

@@ -1,16 +1,21 @@
 // `ebb serve`: the KServe v2 inference server on a model repository folder.
 // A thin layer: flags -> Runtime, InferenceService (the server core, which
-// opens the repository), RestApi + HttpServer; SIGINT/SIGTERM stop it
-// gracefully. At start-up it prints a request to paste, made for a model the
-// repository really has.
+// opens the repository), RestApi + HttpServer and the gRPC service +
+// GrpcServer over the same core; SIGINT/SIGTERM stop both gracefully. At
+// start-up it prints a request to paste, made for a model the repository
+// really has.
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <thread>
 
 #include "commands.h"
+#include "grpc/grpc_server.h"
+#include "grpc/inference_api.h"
 
 namespace ebb::cli {
 namespace {
@@ -19,7 +24,8 @@ namespace {
 // values, with its real input names and datatypes, and shapes whose dynamic
 // dims are made concrete: 1 for the first (the batch), 32 for the others
 // (small, and a multiple of the strides image models downsample by). Values
-// cycle 1, 2, 3, 4 (BOOL: true, false). No model needs more than this many.
+// cycle 1, 2, 3, 4 (BOOL: true, false; BYTES: "1", "2", ...). No model needs
+// more than this many.
 constexpr int64_t kHintMaxValues = 4096;
 
 struct InferHint {
@@ -32,11 +38,11 @@ std::optional<InferHint> MakeInferHint(server::ModelRepository& repository) {
   int64_t best_values = kHintMaxValues + 1;
   for (const server::ModelInfo& m : repository.Index()) {
     if (m.state != PoolState::kReady) continue;
-    auto handle = repository.Acquire(m.name);  // as a metadata request would: it is loaded, so nothing loads
-    if (!handle.ok()) continue;
+    auto signature = repository.Signature(m.name, m.version);  // as a metadata request: loads nothing
+    if (!signature.ok()) continue;
     nlohmann::ordered_json inputs = nlohmann::ordered_json::array();
     int64_t values = 0;
-    for (const TensorInfo& in : handle->session()->inputs()) {
+    for (const TensorInfo& in : signature->inputs) {
       Shape shape = in.shape;
       for (size_t d = 0; d < shape.size(); ++d) {
         if (shape[d] < 0) shape[d] = d == 0 ? 1 : 32;
@@ -48,6 +54,8 @@ std::optional<InferHint> MakeInferHint(server::ModelRepository& repository) {
       for (int64_t i = 0; i < count; ++i) {
         if (in.type == DataType::kBool) {
           data.push_back(i % 2 == 0);
+        } else if (in.type == DataType::kBytes) {
+          data.push_back(std::to_string(i % 4 + 1));
         } else {
           data.push_back(i % 4 + 1);
         }
@@ -102,6 +110,10 @@ int Serve(const ServeOptions& o) {
   auto service = server::InferenceService::Create(*runtime, repo_options, o.service);
   if (!service.ok()) return Fail(service.status());
   server::ModelRepository& repository = (*service)->repository();
+  for (const server::FolderProblem& p : repository.Problems()) {
+    std::fprintf(stderr, "ebb: warning: folder '%s' of the repository is not served: %s\n", p.folder.c_str(),
+                 p.reason.c_str());
+  }
   if (o.load_all) {
     for (const auto& [name, status] : repository.LoadAll()) {
       std::fprintf(stderr, "ebb: model '%s' did not load: %s\n", name.c_str(), status.ToString().c_str());
@@ -110,11 +122,18 @@ int Serve(const ServeOptions& o) {
   server::RestApi api(**service);
   server::HttpServer http(api, o.http);
   if (Status st = http.Bind(); !st.ok()) return Fail(st);
+  std::unique_ptr<grpc::Service> inference = server::MakeGrpcInferenceService(**service);
+  server::GrpcServer grpc_server({o.http.host, std::max(o.grpc_port, 0), o.http.max_body_bytes});
+  if (o.grpc_port != 0) {
+    grpc_server.AddService(inference.get(), server::kGrpcInferenceServiceName);
+    if (Status st = grpc_server.Start(); !st.ok()) return Fail(st);
+  }
 
   const std::string url = "http://" + o.http.host + ":" + std::to_string(http.port());
   std::printf("ebb serve: %s (repository %s)\n", url.c_str(), repository.root().c_str());
+  if (o.grpc_port != 0) std::printf("ebb serve: grpc %s:%d\n", o.http.host.c_str(), grpc_server.port());
   for (const server::ModelInfo& m : repository.Index()) {
-    std::printf("  %-20s %s\n", m.name.c_str(), PoolStateName(m.state));
+    std::printf("  %-20s %-3s %s\n", m.name.c_str(), m.version.c_str(), PoolStateName(m.state));
   }
   PrintHint(repository, url);
   std::fflush(stdout);
@@ -124,8 +143,11 @@ int Serve(const ServeOptions& o) {
   sigwait(&signals, &signal);
   std::printf("ebb serve: %s received, finishing requests in flight\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
   std::fflush(stdout);
-  (*service)->BeginShutdown();
-  http.Stop();
+  (*service)->BeginShutdown();    // not ready; new inferences refused
+  grpc_server.SetServing(false);  // grpc.health.v1: NOT_SERVING
+  http.Stop();                    // stops listening; HTTP requests in flight finish
+  (*service)->WaitIdle();         // every inference and load in flight, over either front end
+  grpc_server.Shutdown();         // stops listening, ends what is left (health watches)
   serving.join();
   return 0;
 }

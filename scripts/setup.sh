@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepare everything ebb needs to build and test:
-#   - Debian packages (compiler, cmake, test/bench libs, python3-onnx, pybind11, ...)
+#   - Debian packages (compiler, cmake, test/bench libs, gRPC and protobuf,
+#     python3-onnx, python3-grpcio, pybind11, ...)
 #   - ONNX Runtime 1.29.0 prebuilt (from the npm package of the Unity plugin)
 #     into third_party/onnxruntime/{include,lib}
 #   - optional CUDA execution provider (GPU=1)
@@ -64,6 +65,7 @@ APT_PACKAGES=(
     python3 python3-onnx python3-numpy curl prometheus wrk libxxhash-dev
     rapidjson-dev clang-14 libfuzzer-14-dev
     pybind11-dev python3-dev python3-pytest python3-venv python3-pip python3-setuptools python3-wheel
+    libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc python3-grpcio
 )
 
 pkg_installed() {
@@ -247,7 +249,8 @@ EOF
 
 # --------------------------------------------------- e. generated models ----
 GEN_SCRIPT=tools/make_test_models.py
-GEN_MODELS=(models/convnet/model.onnx models/tiny/model.onnx models/mixed/model.onnx models/twochannel/model.onnx)
+GEN_MODELS=(models/convnet/model.onnx models/tiny/model.onnx models/mixed/model.onnx models/twochannel/model.onnx
+            models/strings/model.onnx tests/models/identity/model.onnx tests/models/halves/model.onnx)
 
 step_gen_models() {
     local need=0 m
@@ -261,7 +264,7 @@ step_gen_models() {
         return
     fi
     log "generating test models"
-    "$PYTHON" "$GEN_SCRIPT" --out models | sed 's/^/setup: /'
+    "$PYTHON" "$GEN_SCRIPT" --out models --test-out tests/models | sed 's/^/setup: /'
 }
 
 step_apt

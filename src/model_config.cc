@@ -45,6 +45,20 @@ Status ReadTile(const json& j, TileOptions* tile) {
   return PlanTiles(1, 1, *tile).status();  // validates the combination
 }
 
+Status ReadVersions(const json& value, ModelConfig* c) {
+  if (value == "all") {
+    c->all_versions = true;
+    return Status::Ok();
+  }
+  const char* what = "config.versions must be \"all\" or a non-empty list of version numbers (positive integers)";
+  if (!value.is_array() || value.empty()) return InvalidArgument(what);
+  for (const json& v : value) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 1) return InvalidArgument(what);
+    c->versions.push_back(v.get<int64_t>());
+  }
+  return Status::Ok();
+}
+
 Status ReadField(const std::string& key, const json& value, ModelConfig* c) {
   if (key == "kind") {
     if (value == "image_to_image") {
@@ -74,6 +88,8 @@ Status ReadField(const std::string& key, const json& value, ModelConfig* c) {
   } else if (key == "pinned") {
     if (!value.is_boolean()) return InvalidArgument("config.pinned must be true or false");
     c->pinned = value.get<bool>();
+  } else if (key == "versions") {
+    return ReadVersions(value, c);
   } else {
     return InvalidArgument("unknown key 'config." + key + "'");
   }
@@ -90,6 +106,22 @@ Result<ModelConfig> ParseModelConfig(std::string_view json_text) {
   for (const auto& [key, value] : j.items()) EBB_RETURN_IF_ERROR(ReadField(key, value, &config));
   if (!has_tile) config.tile.reset();  // "scale" alone does not make a model tiled
   return config;
+}
+
+std::string ModelConfigToJson(const ModelConfig& c) {
+  json j = {{"kind", c.kind == ModelKind::kImageToImage ? "image_to_image" : "tensor"}, {"pinned", c.pinned}};
+  if (!c.device.empty()) j["device"] = c.device;
+  if (c.tile) {
+    j["tile"] = {{"size", c.tile->tile}, {"overlap", c.tile->overlap}, {"tiles_per_run", c.tile->tiles_per_run}};
+    if (c.tile->scale) j["scale"] = c.tile->scale;
+  }
+  if (c.keep_alive_ms) j["keep_alive_ms"] = *c.keep_alive_ms;
+  if (c.all_versions) {
+    j["versions"] = "all";
+  } else if (!c.versions.empty()) {
+    j["versions"] = c.versions;
+  }
+  return j.dump();
 }
 
 Result<ModelConfig> LoadModelConfig(const std::string& folder) {

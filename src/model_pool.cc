@@ -44,6 +44,7 @@ struct ModelPool::Entry {
   int in_flight = 0;
   Clock::time_point last_used = Clock::now();
   int64_t keep_alive_ms = -1;    // effective keep-alive of the last call
+  std::optional<ModelSignature> signature;  // of the last session loaded
   uint64_t loads = 0;
   uint64_t calls = 0;            // leases handed out
 };
@@ -73,6 +74,7 @@ Lease::Lease(Lease&& o) noexcept
       name_(std::move(o.name_)),
       session_(std::move(o.session_)),
       keep_alive_ms_(o.keep_alive_ms_),
+      lifecycle_(o.lifecycle_),
       measure_generation_(o.measure_generation_),
       rss_at_start_(o.rss_at_start_) {
   o.pool_ = nullptr;
@@ -218,6 +220,7 @@ Status ModelPool::LoadLocked(Entry& e, bool on_demand, std::unique_lock<std::mut
     return session.status();
   }
   e.session = *session;
+  e.signature = ModelSignature{(*session)->inputs(), (*session)->outputs()};
   e.device = (*session)->device().ToString();
   e.state = PoolState::kReady;
   e.reason.clear();
@@ -320,7 +323,11 @@ void ModelPool::Release(Lease& lease) {
       }
       // A charge that grew may no longer fit beside the others: evict idle ones now.
       if (same_session && e.state == PoolState::kReady) (void)MakeRoomLocked(e.device, 0, e.spec.name, &events);
-      e.keep_alive_ms = lease.keep_alive_ms_.value_or(e.spec.keep_alive_ms.value_or(options_.default_keep_alive_ms));
+      if (lease.lifecycle_) {
+        e.keep_alive_ms = -1;  // loaded by Load(): held until a request applies its keep-alive
+      } else {
+        e.keep_alive_ms = lease.keep_alive_ms_.value_or(e.spec.keep_alive_ms.value_or(options_.default_keep_alive_ms));
+      }
       if (same_session && e.keep_alive_ms == 0 && e.in_flight == 0 && !e.spec.pinned && e.state == PoolState::kReady) {
         EvictLocked(e, EvictReason::kKeepAlive, &events);
       }
@@ -361,7 +368,9 @@ Status ModelPool::RunWithRecovery(const std::string& name, const AcquireOptions&
 
 Status ModelPool::Load(const std::string& name) {
   Result<Lease> lease = AcquireImpl(name, {.keep_alive_ms = std::nullopt, .load_on_demand = true}, /*on_demand=*/false);
-  return lease.ok() ? Status::Ok() : lease.status();
+  if (!lease.ok()) return lease.status();
+  lease->lifecycle_ = true;
+  return Status::Ok();
 }
 
 Status ModelPool::Unload(const std::string& name) {
@@ -424,6 +433,14 @@ Result<ModelStatus> ModelPool::StatusOf(const std::string& name) const {
   const Entry& e = *it->second;
   return ModelStatus{name, e.state, DeviceOf(e), e.reason, ChargeOf(e), e.load_bytes, e.transient_bytes,
                      e.in_flight, e.spec.pinned, e.loads};
+}
+
+Result<ModelSignature> ModelPool::SignatureOf(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(name);
+  if (it == entries_.end()) return NotFound("unknown model '" + name + "'");
+  if (!it->second->signature) return Unavailable("model '" + name + "' has not been loaded yet");
+  return *it->second->signature;
 }
 
 void ModelPool::Emit(const std::vector<PoolEvent>& events) const {

@@ -22,6 +22,7 @@ std::optional<DataType> FromOnnxType(ONNXTensorElementDataType type) {
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16: return DataType::kBFloat16;
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: return DataType::kFloat32;
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: return DataType::kFloat64;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING: return DataType::kBytes;
     default: return std::nullopt;
   }
 }
@@ -41,6 +42,7 @@ ONNXTensorElementDataType ToOnnxType(DataType type) {
     case DataType::kBFloat16: return ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16;
     case DataType::kFloat32: return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
     case DataType::kFloat64: return ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE;
+    case DataType::kBytes: return ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING;
   }
   return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
 }
@@ -68,17 +70,51 @@ Ort::Value WrapTensor(const Tensor& t) {
                                   t.shape().size(), ToOnnxType(t.type()));
 }
 
+// A BYTES input as an ORT string tensor: ORT keeps strings as std::string, so
+// they are copied (binary-safe) into a tensor from ORT's default CPU allocator.
+Result<Ort::Value> MakeStringTensor(const Tensor& t, const std::string& name) {
+  const std::vector<std::string_view> elements = t.strings();
+  if (static_cast<int64_t>(elements.size()) != t.element_count()) {
+    return InvalidArgument("input '" + name + "': malformed BYTES data");
+  }
+  try {
+    Ort::AllocatorWithDefaultOptions allocator;
+    Ort::Value value = Ort::Value::CreateTensor(allocator, t.shape().data(), t.shape().size(),
+                                                ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING);
+    for (size_t i = 0; i < elements.size(); ++i) {
+      char* out = value.GetResizedStringTensorElementBuffer(i, elements[i].size());
+      if (!elements[i].empty()) std::memcpy(out, elements[i].data(), elements[i].size());
+    }
+    return value;
+  } catch (const Ort::Exception& e) {
+    return StatusFromOrt(e, "input '" + name + "'", "CPU memory");
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("out of memory copying BYTES input '" + name + "'");
+  }
+}
+
+// Copies an ORT string output into a caller-owned BYTES tensor.
+Tensor CopyStringsOut(const Ort::Value& value, Shape shape) {
+  const size_t count = value.GetTensorTypeAndShapeInfo().GetElementCount();
+  std::vector<std::string> elements(count);
+  for (size_t i = 0; i < count; ++i) elements[i] = value.GetStringTensorElement(i);
+  return Tensor::FromStrings(std::move(shape), elements);
+}
+
 // Copies an ORT-allocated output into caller-owned memory.
 Result<Tensor> CopyOut(const Ort::Value& value, const std::string& name) {
   auto info = value.GetTensorTypeAndShapeInfo();
   std::optional<DataType> type = FromOnnxType(info.GetElementType());
   if (!type) return InvalidArgument("output '" + name + "' has an element type ebb does not support");
   try {
+    if (*type == DataType::kBytes) return CopyStringsOut(value, info.GetShape());
     Tensor t(*type, info.GetShape());
     if (t.byte_size()) std::memcpy(t.data(), value.GetTensorRawData(), t.byte_size());
     return t;
   } catch (const std::bad_alloc&) {
     return ResourceExhausted("out of memory copying output '" + name + "'");
+  } catch (const Ort::Exception& e) {
+    return StatusFromOrt(e, "copying output '" + name + "'", "CPU memory");
   }
 }
 
@@ -118,7 +154,13 @@ Status PrepareInputs(const SessionState& s, const std::string& model, const std:
                              ShapeToString(info.shape) + " (-1 = any), got " + ShapeToString(t.shape()));
     }
     out->names.push_back(info.name.c_str());
-    out->values.push_back(WrapTensor(t));
+    if (t.type() == DataType::kBytes) {
+      Result<Ort::Value> strings = MakeStringTensor(t, info.name);
+      if (!strings.ok()) return strings.status();
+      out->values.push_back(std::move(strings).value());
+    } else {
+      out->values.push_back(WrapTensor(t));
+    }
     out->shapes.push_back(t.shape());
   }
   return Status::Ok();
@@ -145,6 +187,7 @@ Status SelectOutputs(const SessionState& s, const std::string& model, const std:
 // Output shapes for these inputs when they are known before running: the
 // model declares them fully, or a run with the same input shapes saw them.
 bool KnownOutputShapes(SessionState& s, const std::vector<Shape>& input_shapes, std::vector<Shape>* all) {
+  if (s.has_bytes_outputs) return false;  // ORT keeps strings itself: they are always copied out
   if (s.static_output_shapes) {
     for (const TensorInfo& o : s.outputs) all->push_back(o.shape);
     return true;

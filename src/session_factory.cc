@@ -68,7 +68,10 @@ Result<TensorInfo> Describe(const std::string& name, const Ort::TypeInfo& type_i
   }
   auto tensor = type_info.GetTensorTypeAndShapeInfo();
   std::optional<DataType> type = FromOnnxType(tensor.GetElementType());
-  if (!type) return InvalidArgument("'" + name + "' has an element type ebb does not support (e.g. string)");
+  if (!type) {
+    return InvalidArgument("'" + name + "' has an element type ebb does not support (ONNX element type " +
+                           std::to_string(static_cast<int>(tensor.GetElementType())) + ")");
+  }
   return TensorInfo{name, *type, tensor.GetShape()};
 }
 
@@ -88,6 +91,7 @@ Status FillSignature(SessionState& s) {
     Result<TensorInfo> t = Describe(name, info);
     if (!t.ok()) return t.status();
     for (int64_t d : t->shape) s.static_output_shapes &= d >= 0;
+    s.has_bytes_outputs |= t->type == DataType::kBytes;
     s.outputs.push_back(*t);
   }
   for (const TensorInfo& t : s.inputs) s.input_names.push_back(t.name.c_str());

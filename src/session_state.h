@@ -71,6 +71,7 @@ struct SessionState {
   std::vector<const char*> output_names;  // point into `outputs`
   std::map<std::string, std::string> metadata;
   bool static_output_shapes = false;  // every output shape is fully known from the model
+  bool has_bytes_outputs = false;     // an output is a string tensor (never written into caller buffers)
 
   // The arenas runs of this session allocate from, shared ones included.
   std::vector<std::shared_ptr<ArenaGate>> gates;

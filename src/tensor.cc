@@ -1,6 +1,10 @@
 #include "ebb/tensor.h"
 
+#include <algorithm>
 #include <array>
+#include <bit>
+#include <cmath>
+#include <limits>
 #include <cstring>
 #include <utility>
 
@@ -13,7 +17,7 @@ struct TypeInfo {
   size_t size;
 };
 
-constexpr std::array<TypeInfo, 13> kTypes = {{
+constexpr std::array<TypeInfo, 14> kTypes = {{
     {DataType::kBool, "BOOL", 1},
     {DataType::kUInt8, "UINT8", 1},
     {DataType::kUInt16, "UINT16", 2},
@@ -27,9 +31,39 @@ constexpr std::array<TypeInfo, 13> kTypes = {{
     {DataType::kBFloat16, "BF16", 2},
     {DataType::kFloat32, "FP32", 4},
     {DataType::kFloat64, "FP64", 8},
+    {DataType::kBytes, "BYTES", 0},
 }};
 
 const TypeInfo& Info(DataType type) { return kTypes[static_cast<size_t>(type)]; }
+
+constexpr size_t kLengthPrefix = 4;  // BYTES: little-endian uint32 before each element
+
+void PutLength(std::byte* at, uint32_t n) {
+  for (size_t i = 0; i < kLengthPrefix; ++i) at[i] = static_cast<std::byte>((n >> (8 * i)) & 0xff);
+}
+
+uint32_t GetLength(const char* at) {
+  uint32_t n = 0;
+  for (size_t i = 0; i < kLengthPrefix; ++i) n |= static_cast<uint32_t>(static_cast<unsigned char>(at[i])) << (8 * i);
+  return n;
+}
+
+// Bytes of a serialisation holding `values`.
+template <typename Strings>
+size_t SerializedSize(const Strings& values) {
+  size_t size = 0;
+  for (const auto& v : values) size += kLengthPrefix + v.size();
+  return size;
+}
+
+template <typename Strings>
+void Serialize(const Strings& values, std::byte* out) {
+  for (const auto& v : values) {
+    PutLength(out, static_cast<uint32_t>(v.size()));
+    if (!v.empty()) std::memcpy(out + kLengthPrefix, v.data(), v.size());
+    out += kLengthPrefix + v.size();
+  }
+}
 
 }  // namespace
 
@@ -42,6 +76,22 @@ std::optional<DataType> ParseDataType(std::string_view name) {
   }
   return std::nullopt;
 }
+
+float HalfToFloat(uint16_t bits) {
+  const int exponent = (bits >> 10) & 0x1f;
+  const int fraction = bits & 0x3ff;
+  float magnitude;
+  if (exponent == 0x1f) {
+    magnitude = fraction ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+  } else if (exponent == 0) {
+    magnitude = std::ldexp(static_cast<float>(fraction), -24);  // subnormal
+  } else {
+    magnitude = std::ldexp(static_cast<float>(fraction + 0x400), exponent - 25);
+  }
+  return (bits & 0x8000) ? -magnitude : magnitude;
+}
+
+float BFloat16ToFloat(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
 
 int64_t ElementCount(const Shape& shape) {
   int64_t n = 1;
@@ -61,8 +111,13 @@ std::string ShapeToString(const Shape& shape) {
 Tensor::Tensor(DataType type, Shape shape)
     : type_(type),
       shape_(std::move(shape)),
-      size_(static_cast<size_t>(ElementCount(shape_)) * ElementSize(type)),
-      data_(new std::byte[size_]) {}  // default-initialised: uninitialised bytes
+      size_(static_cast<size_t>(ElementCount(shape_)) * (type == DataType::kBytes ? kLengthPrefix : ElementSize(type))),
+      data_(new std::byte[size_]) {  // default-initialised: uninitialised bytes
+  if (type == DataType::kBytes && size_) std::memset(data_.get(), 0, size_);  // every element empty
+}
+
+Tensor::Tensor(DataType type, Shape shape, size_t byte_size)
+    : type_(type), shape_(std::move(shape)), size_(byte_size), data_(new std::byte[size_]) {}
 
 Tensor Tensor::Borrow(DataType type, Shape shape, std::byte* data) {
   Tensor t;
@@ -73,6 +128,57 @@ Tensor Tensor::Borrow(DataType type, Shape shape, std::byte* data) {
   return t;
 }
 
+Tensor Tensor::FromStrings(Shape shape, std::span<const std::string_view> values) {
+  Tensor t(DataType::kBytes, std::move(shape), SerializedSize(values));
+  Serialize(values, t.data());
+  return t;
+}
+
+Tensor Tensor::FromStrings(Shape shape, const std::vector<std::string>& values) {
+  Tensor t(DataType::kBytes, std::move(shape), SerializedSize(values));
+  Serialize(values, t.data());
+  return t;
+}
+
+Result<Tensor> Tensor::FromSerializedBytes(Shape shape, std::string_view serialized) {
+  Result<std::vector<std::string_view>> elements = SplitSerializedBytes(serialized, ElementCount(shape));
+  if (!elements.ok()) return elements.status();
+  Tensor t(DataType::kBytes, std::move(shape), serialized.size());
+  if (!serialized.empty()) std::memcpy(t.data(), serialized.data(), serialized.size());
+  return t;
+}
+
+std::vector<std::string_view> Tensor::strings() const {
+  const std::string_view all(reinterpret_cast<const char*>(data()), size_);
+  Result<std::vector<std::string_view>> elements = SplitSerializedBytes(all, element_count());
+  return elements.ok() ? std::move(elements).value() : std::vector<std::string_view>();
+}
+
+Result<std::vector<std::string_view>> SplitSerializedBytes(std::string_view serialized, int64_t count) {
+  std::vector<std::string_view> elements;
+  elements.reserve(static_cast<size_t>(std::min<int64_t>(count, static_cast<int64_t>(serialized.size() / kLengthPrefix))));
+  size_t at = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    if (serialized.size() - at < kLengthPrefix) {
+      return InvalidArgument("BYTES data ends before element " + std::to_string(i) + " of " + std::to_string(count) +
+                             " (each element is a 4-byte little-endian length, then that many bytes)");
+    }
+    const size_t length = GetLength(serialized.data() + at);
+    at += kLengthPrefix;
+    if (serialized.size() - at < length) {
+      return InvalidArgument("BYTES element " + std::to_string(i) + " claims " + std::to_string(length) +
+                             " bytes but only " + std::to_string(serialized.size() - at) + " remain");
+    }
+    elements.push_back(serialized.substr(at, length));
+    at += length;
+  }
+  if (at != serialized.size()) {
+    return InvalidArgument("BYTES data has " + std::to_string(serialized.size() - at) + " bytes after its " +
+                           std::to_string(count) + " elements");
+  }
+  return elements;
+}
+
 Tensor Tensor::FromFloats(Shape shape, std::span<const float> values) {
   Tensor t(DataType::kFloat32, std::move(shape));
   std::memcpy(t.data(), values.data(), t.byte_size());
@@ -80,7 +186,7 @@ Tensor Tensor::FromFloats(Shape shape, std::span<const float> values) {
 }
 
 Tensor Tensor::Clone() const {
-  Tensor t(type_, shape_);
+  Tensor t(type_, shape_, size_);
   if (size_) std::memcpy(t.data(), data(), size_);
   return t;
 }
@@ -92,6 +198,12 @@ bool Tensor::BitwiseEquals(const Tensor& other) const {
 
 Tensor BatchItem(const Tensor& batch, int64_t n) {
   Shape shape = batch.shape();
+  if (batch.type() == DataType::kBytes) {
+    const std::vector<std::string_view> all = batch.strings();
+    const size_t per_item = all.size() / static_cast<size_t>(shape[0]);
+    shape[0] = 1;
+    return Tensor::FromStrings(shape, std::span(all).subspan(static_cast<size_t>(n) * per_item, per_item));
+  }
   const size_t item_bytes = batch.byte_size() / static_cast<size_t>(shape[0]);
   shape[0] = 1;
   Tensor item(batch.type(), shape);
@@ -109,6 +221,13 @@ Result<Tensor> StackBatch(const std::vector<Tensor>& items) {
   }
   Shape shape = items[0].shape();
   shape[0] = static_cast<int64_t>(items.size());
+  if (items[0].type() == DataType::kBytes) {
+    std::vector<std::string_view> all;
+    for (const Tensor& t : items) {
+      for (std::string_view v : t.strings()) all.push_back(v);
+    }
+    return Tensor::FromStrings(shape, all);
+  }
   Tensor batch(items[0].type(), shape);
   for (size_t i = 0; i < items.size(); ++i) {
     std::memcpy(batch.data() + i * items[i].byte_size(), items[i].data(), items[i].byte_size());

@@ -215,6 +215,39 @@ TEST_F(ModelPoolTest, TheLargestKeepAliveAndWaitNeverOverflow) {
   EXPECT_TRUE(Evicted(EvictReason::kKeepAlive).empty());
 }
 
+TEST_F(ModelPoolTest, AnExplicitLoadKeepsTheModelWhateverTheKeepAliveDefault) {
+  MakePool({.cpu_budget_bytes = int64_t{1} << 40, .default_keep_alive_ms = 0});
+  ASSERT_TRUE(pool_->Load("a").ok());
+  EXPECT_EQ(State("a"), PoolState::kReady) << "a load is not a request: keep_alive 0 does not unload it";
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the reaper runs every 50 ms
+  EXPECT_EQ(State("a"), PoolState::kReady);
+  EXPECT_TRUE(Evicted(EvictReason::kKeepAlive).empty());
+  // A request applies its keep-alive again.
+  ASSERT_TRUE(Use("a").ok());
+  EXPECT_EQ(State("a"), PoolState::kUnloaded);
+
+  MakePool({.cpu_budget_bytes = int64_t{1} << 40, .default_keep_alive_ms = 50});
+  ASSERT_TRUE(Use("b").ok());
+  ASSERT_TRUE(pool_->Load("b").ok()) << "loading a loaded model holds it too";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(State("b"), PoolState::kReady);
+}
+
+TEST_F(ModelPoolTest, LookingAtAModelNeitherLoadsNorTouchesIt) {
+  MakePool({.cpu_budget_bytes = int64_t{1} << 40});
+  EXPECT_EQ(pool_->SignatureOf("a").status().code(), StatusCode::kUnavailable) << "never loaded";
+  EXPECT_EQ(pool_->SignatureOf("nope").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(State("a"), PoolState::kUnloaded);
+  ASSERT_TRUE(Use("a").ok());
+  ASSERT_TRUE(pool_->Unload("a").ok());
+  auto signature = pool_->SignatureOf("a");
+  ASSERT_TRUE(signature.ok()) << "the last session's signature is kept";
+  EXPECT_EQ(signature->inputs[0].name, "x");
+  EXPECT_EQ(signature->outputs[0].shape, Shape({-1, 3, -1, -1}));
+  EXPECT_EQ(State("a"), PoolState::kUnloaded);
+  EXPECT_EQ(pool_->StatusOf("a")->loads, 1u);
+}
+
 TEST_F(ModelPoolTest, OnDemandLoadAndItsAbsence) {
   MakePool({.cpu_budget_bytes = int64_t{1} << 40});
   auto off = pool_->Acquire("a", {.load_on_demand = false});

@@ -74,6 +74,7 @@ Tensor Sample(DataType type) {
       using L = std::numeric_limits<double>;
       return Make<double>(type, {2, 3}, {0.1, -0.0, L::max(), L::lowest(), L::denorm_min(), 1 / 3.0});
     }
+    case DataType::kBytes: return Tensor::FromStrings({2}, std::vector<std::string>{"a", ""});
   }
   return Tensor();
 }
@@ -300,6 +301,60 @@ TEST(ParseJson, ZeroDimensionWithHugeOtherDimensionIsAnEmptyTensor) {
   EXPECT_EQ(r->request.inputs[0].tensor.byte_size(), 0u);
 }
 
+TEST(ParseJson, BytesAreStringsWithTheirEscapesResolved) {
+  Result<RestInferRequest> r = ParseJson(R"({"inputs": [{"name": "t", "shape": [2, 2], "datatype": "BYTES",
+      "data": [["apple", ""], ["a\"b\\c\n\u00e9\ud83d\ude00", "nul\u0000in"]]}]})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Tensor& t = r->request.inputs[0].tensor;
+  EXPECT_EQ(t.type(), DataType::kBytes);
+  EXPECT_EQ(t.shape(), (Shape{2, 2}));
+  const std::vector<std::string_view> got = t.strings();
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[0], "apple");
+  EXPECT_EQ(got[1], "");
+  EXPECT_EQ(got[2], "a\"b\\c\n\xc3\xa9\xf0\x9f\x98\x80");
+  EXPECT_EQ(got[3], std::string_view("nul\0in", 6));
+}
+
+TEST(BinaryRequest, BytesAreLengthPrefixed) {
+  const std::string elements = Bytes<uint32_t>({3}) + "abc" + Bytes<uint32_t>({0}) + Bytes<uint32_t>({2}) + std::string("\xff\x00", 2);
+  const std::string header = R"({"inputs": [{"name": "t", "shape": [3], "datatype": "BYTES",
+      "parameters": {"binary_data_size": )" + std::to_string(elements.size()) + "}}]}";
+  Result<RestInferRequest> r = ParseInferRequest(header + elements, header.size());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const std::vector<std::string_view> got = r->request.inputs[0].tensor.strings();
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0], "abc");
+  EXPECT_EQ(got[1], "");
+  EXPECT_EQ(got[2], std::string_view("\xff\x00", 2));
+  // One element short of the shape, and a length running past the end: refused, naming the input.
+  const std::string short_header = R"({"inputs": [{"name": "t", "shape": [4], "datatype": "BYTES",
+      "parameters": {"binary_data_size": )" + std::to_string(elements.size()) + "}}]}";
+  Result<RestInferRequest> bad = ParseInferRequest(short_header + elements, short_header.size());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("input \"t\": BYTES data ends before element 3"), std::string::npos)
+      << bad.status().message();
+  const std::string overrun = Bytes<uint32_t>({9}) + "abc";
+  const std::string one_header = R"({"inputs": [{"name": "t", "shape": [1], "datatype": "BYTES",
+      "parameters": {"binary_data_size": 7}}]})";
+  bad = ParseInferRequest(one_header + overrun, one_header.size());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("claims 9 bytes"), std::string::npos) << bad.status().message();
+}
+
+TEST(JsonRoundTrip, BytesComeBackAsTheyWent) {
+  std::vector<std::string> values = {"apple", "", "caf\xc3\xa9", "a\"b"};
+  std::vector<NamedTensor> outputs;
+  outputs.push_back({"t", Tensor::FromStrings({4}, values)});
+  for (bool binary : {false, true}) {
+    std::vector<NamedTensor> copy;
+    copy.push_back({"t", outputs[0].tensor.Clone()});
+    Result<RestInferRequest> back = ReparseResponse(Encode("m", "", std::move(copy), BinaryOutputs{.all = binary}));
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_TRUE(back->request.inputs[0].tensor.BitwiseEquals(outputs[0].tensor)) << "binary " << binary;
+  }
+}
+
 // ---- Binary tensor data extension --------------------------------------------------------------
 
 TEST(BinaryRequest, SpecExample) {
@@ -480,7 +535,13 @@ std::vector<BadRequest> BadRequests() {
       Json("DatatypeNotString", OneInput(R"("shape": [1], "datatype": 1, "data": [1])"), "'datatype' must be a string"),
       Json("UnknownDatatype", OneInput(R"("shape": [1], "datatype": "FLOAT32", "data": [1])"),
            "input \"x\": unknown datatype \"FLOAT32\""),
-      Json("Bytes", OneInput(R"("shape": [1], "datatype": "BYTES", "data": ["a"])"), "BYTES tensors are not supported"),
+      Json("BytesNotAString", OneInput(R"("shape": [2], "datatype": "BYTES", "data": ["a", 7])"),
+           "input \"x\": element 1 is 7, but BYTES needs a string"),
+      Json("BytesBadEscape", OneInput(R"("shape": [1], "datatype": "BYTES", "data": ["a\q"])"), "element 0 is"),
+      Json("BytesLoneSurrogate", OneInput(R"("shape": [1], "datatype": "BYTES", "data": ["\ud800x"])"),
+           "with valid escapes"),
+      Json("BytesCount", OneInput(R"("shape": [3], "datatype": "BYTES", "data": ["a", "b"])"),
+           "'data' has 2 elements but shape [3] needs 3"),
       Json("MissingShape", OneInput(R"("datatype": "FP32", "data": [1])"), "input \"x\": missing 'shape'"),
       Json("ShapeNotArray", OneInput(R"("shape": 3, "datatype": "FP32", "data": [1])"), "'shape' must be an array"),
       Json("ShapeString", OneInput(R"("shape": ["2"], "datatype": "FP32", "data": [1])"), "non-negative integers"),

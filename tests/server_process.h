@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -18,15 +19,23 @@ namespace ebb::testing {
 
 class ServerProcess {
  public:
-  // Starts `ebb serve --port 0 <args>` and waits for it to print its URL.
-  bool Start(const std::vector<std::string>& args) {
+  // Starts `ebb serve --port 0 <args>` (without gRPC unless `args` has
+  // --grpc-port) and waits for it to print its URL (and gRPC address). Its
+  // stderr goes to `stderr_path` when given.
+  bool Start(const std::vector<std::string>& args, const std::string& stderr_path = "") {
     int out[2];
     if (pipe(out) != 0) return false;
     pid_ = fork();
     if (pid_ == 0) {
       dup2(out[1], STDOUT_FILENO);
       close(out[0]);
+      if (!stderr_path.empty()) {
+        if (FILE* err = std::fopen(stderr_path.c_str(), "w")) dup2(fileno(err), STDERR_FILENO);
+      }
       std::vector<std::string> all = {EBB_BINARY, "serve", "--port", "0", "--device", "cpu"};
+      if (std::find(args.begin(), args.end(), "--grpc-port") == args.end()) {
+        all.insert(all.end(), {"--grpc-port", "0"});
+      }
       all.insert(all.end(), args.begin(), args.end());
       std::vector<char*> argv;
       for (std::string& a : all) argv.push_back(a.data());
@@ -36,13 +45,15 @@ class ServerProcess {
     }
     close(out[1]);
     stdout_ = fdopen(out[0], "r");
+    const auto grpc = std::find(args.begin(), args.end(), "--grpc-port");
+    const bool with_grpc = grpc != args.end() && grpc + 1 != args.end() && grpc[1] != "0";
     char line[4096];
     while (fgets(line, sizeof line, stdout_)) {
       std::string s(line);
       Append(s);
-      auto at = s.find("http://127.0.0.1:");
-      if (at != std::string::npos) {
-        port_ = std::stoi(s.substr(at + 17));
+      if (auto at = s.find("http://127.0.0.1:"); at != std::string::npos) port_ = std::stoi(s.substr(at + 17));
+      if (auto at = s.find("grpc 127.0.0.1:"); at != std::string::npos) grpc_port_ = std::stoi(s.substr(at + 15));
+      if (port_ && (!with_grpc || grpc_port_)) {
         // Keep draining stdout so the child never blocks on a full pipe.
         drain_ = std::thread([this, f = stdout_] {
           char buf[4096];
@@ -80,6 +91,7 @@ class ServerProcess {
   }
 
   int port() const { return port_; }
+  int grpc_port() const { return grpc_port_; }
   pid_t pid() const { return pid_; }
 
  private:
@@ -93,6 +105,7 @@ class ServerProcess {
 
   pid_t pid_ = -1;
   int port_ = 0;
+  int grpc_port_ = 0;
   FILE* stdout_ = nullptr;
   std::thread drain_;
   std::mutex output_mu_;

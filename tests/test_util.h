@@ -13,6 +13,10 @@
 namespace ebb::testing {
 
 inline std::string ModelPath(const std::string& name) { return std::string(EBB_MODELS_DIR) + "/" + name + "/model.onnx"; }
+// The protocol tests' own models (tools/make_test_models.py --test-out): identity, halves.
+inline std::string TestModelPath(const std::string& name) {
+  return std::string(EBB_TEST_MODELS_DIR) + "/" + name + "/model.onnx";
+}
 
 // A float tensor of `shape` with values uniform in [0, 1), fixed by `seed`.
 inline Tensor RandomTensor(Shape shape, uint32_t seed = 1) {

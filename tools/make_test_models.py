@@ -12,6 +12,9 @@ Writes (deterministically, fixed seed):
   OUT/mixed/model.onnx    a f32, b i64, c u8, flag bool (all [N,4]) ->
                           sum f32, b2 i64, nflag bool, d f64 (all [N,4])
   OUT/twochannel/model.onnx  1x1 conv on 2-channel images (error tests)
+  OUT/strings/model.onnx  text string[N,M] -> echo string[N,M] (Identity),
+                          id i64[N,M] (ai.onnx.ml LabelEncoder: apple 0, banana 1,
+                          cherry 2, anything else -1)
 
 With --conv-mb, instead: FP32 conv models of about that many MB of weights each,
 for memory footprint tests and benchmarks (not committed; the build writes them):
@@ -21,6 +24,11 @@ for memory footprint tests and benchmarks (not committed; the build writes them)
   The weights are random (memory does not depend on their values); the 256-channel
   convs run at 1/8 of the input side, so a 64x64 input is cheap to run while
   every weight byte is used.
+
+With --test-out TEST as well (models only the protocol tests use, kept out of the served `models/`):
+  TEST/identity/model.onnx one input per element type (bool, uint8..uint64, int8..int64,
+                          fp32, fp64, string), each [N], -> out_<type> = Identity
+  TEST/halves/model.onnx  the same for fp16 and bf16 (which the gRPC protocol carries raw only)
 
 opset 17, ir_version 8 (accepted by ONNX Runtime 1.29).
 """
@@ -38,12 +46,12 @@ IR_VERSION = 8
 SEED = 20240601
 
 
-def finish(graph, name, full_check=True):
+def finish(graph, name, full_check=True, extra_opsets=()):
     model = helper.make_model(
         graph,
         producer_name="ebb-make_test_models",
         producer_version="1",
-        opset_imports=[helper.make_opsetid("", OPSET)],
+        opset_imports=[helper.make_opsetid("", OPSET)] + [helper.make_opsetid(d, v) for d, v in extra_opsets],
     )
     model.ir_version = IR_VERSION
     model.doc_string = name
@@ -182,6 +190,52 @@ def make_conv_weights_model(megabytes, rng):
                   full_check=False)
 
 
+STRING_KEYS = ["apple", "banana", "cherry"]
+
+
+def make_strings():
+    """String tensors through the run boundary: ONNX Runtime's CPU provider runs Identity and
+    ai.onnx.ml LabelEncoder (opset 2) on strings."""
+    shape = ["N", "M"]
+    nodes = [
+        helper.make_node("Identity", ["text"], ["echo"], name="echo"),
+        helper.make_node(
+            "LabelEncoder", ["text"], ["id"], name="lookup", domain="ai.onnx.ml",
+            keys_strings=STRING_KEYS, values_int64s=list(range(len(STRING_KEYS))), default_int64=-1,
+        ),
+    ]
+    graph = helper.make_graph(
+        nodes, "strings",
+        [helper.make_tensor_value_info("text", TensorProto.STRING, shape)],
+        [
+            helper.make_tensor_value_info("echo", TensorProto.STRING, shape),
+            helper.make_tensor_value_info("id", TensorProto.INT64, shape),
+        ],
+    )
+    return finish(graph, "echo = text; id = index of text in [apple, banana, cherry], else -1",
+                  extra_opsets=[("ai.onnx.ml", 2)])
+
+
+IDENTITY_TYPES = [
+    ("bool", TensorProto.BOOL), ("uint8", TensorProto.UINT8), ("uint16", TensorProto.UINT16),
+    ("uint32", TensorProto.UINT32), ("uint64", TensorProto.UINT64), ("int8", TensorProto.INT8),
+    ("int16", TensorProto.INT16), ("int32", TensorProto.INT32), ("int64", TensorProto.INT64),
+    ("fp32", TensorProto.FLOAT), ("fp64", TensorProto.DOUBLE), ("bytes", TensorProto.STRING),
+]
+HALF_TYPES = [("fp16", TensorProto.FLOAT16), ("bf16", TensorProto.BFLOAT16)]
+
+
+def make_identity(types, graph_name):
+    """Element types in and out unchanged: for protocol tests of every datatype."""
+    nodes, inputs, outputs = [], [], []
+    for name, elem in types:
+        nodes.append(helper.make_node("Identity", ["in_" + name], ["out_" + name], name="id_" + name))
+        inputs.append(helper.make_tensor_value_info("in_" + name, elem, ["N"]))
+        outputs.append(helper.make_tensor_value_info("out_" + name, elem, ["N"]))
+    graph = helper.make_graph(nodes, graph_name, inputs, outputs)
+    return finish(graph, "out_<type> = in_<type> for " + ", ".join(t for t, _ in types))
+
+
 def write(model, out_dir, name):
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
@@ -199,6 +253,7 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="output directory (e.g. models)")
     ap.add_argument("--conv-mb", help="comma-separated weight sizes in MB: write only conv_<N>mb models")
+    ap.add_argument("--test-out", help="output directory of the protocol tests' models (e.g. tests/models)")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(SEED)
     if args.conv_mb:
@@ -211,6 +266,10 @@ def main(argv):
     write(make_tiny(rng), args.out, "tiny")
     write(make_mixed(), args.out, "mixed")
     write(make_twochannel(rng), args.out, "twochannel")
+    write(make_strings(), args.out, "strings")
+    if args.test_out:
+        write(make_identity(IDENTITY_TYPES, "identity"), args.test_out, "identity")
+        write(make_identity(HALF_TYPES, "halves"), args.test_out, "halves")
     return 0
 
 

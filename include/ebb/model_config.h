@@ -1,10 +1,11 @@
 // ebb/model_config.h — how one model of a model folder is to be served.
 //
-// A model folder holds `model.onnx` and, optionally, `config.json`:
+// A model folder holds `model.onnx` (or numeric version folders, each with a
+// `model.onnx`) and, optionally, `config.json`:
 //
 //   {"kind": "image_to_image", "device": "auto",
 //    "tile": {"size": 128, "overlap": 8, "tiles_per_run": 1}, "scale": 2,
-//    "keep_alive_ms": 300000, "pinned": false}
+//    "keep_alive_ms": 300000, "pinned": false, "versions": [1, 3]}
 //
 // Every field is optional; unknown keys are errors. `ebb run` and `ebb serve`
 // read it once, at the edge, into this struct. Integers are range-checked as
@@ -18,6 +19,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ebb/status.h"
 #include "ebb/tiler.h"
@@ -45,10 +47,16 @@ struct ModelConfig {
   // after each request. Unset = the server's default.
   std::optional<int64_t> keep_alive_ms;
   bool pinned = false;              // never evicted to fit a memory budget
+  // Which version folders a server serves: empty and !all_versions = only the
+  // highest ("versions": [1, 3] lists them; "versions": "all" serves every one).
+  std::vector<int64_t> versions;
+  bool all_versions = false;
 };
 
 // Parses config.json text.
 Result<ModelConfig> ParseModelConfig(std::string_view json_text);
+// The config as config.json text with every field (ParseModelConfig reads it back).
+std::string ModelConfigToJson(const ModelConfig& config);
 // Reads `<folder>/config.json`; defaults when the file does not exist.
 Result<ModelConfig> LoadModelConfig(const std::string& folder);
 

@@ -18,7 +18,13 @@
 // models, trims, and retries once (RunWithRecovery), then reports.
 //
 // keep_alive (per model, per request): unload after that much idle time;
-// 0 unloads right after the request; negative never unloads.
+// 0 unloads right after the request; negative never unloads. It is applied
+// when a request's lease comes back. Load() is a lifecycle operation, not a
+// request: it leaves the model loaded whatever the keep-alive, until a request
+// to it applies its keep-alive again (or it is unloaded, or evicted to fit).
+//
+// Looking at a model (StatusOf, SignatureOf, Snapshot) never loads it, never
+// counts as a use, and never evicts another.
 //
 // States: UNLOADED --Acquire/Load--> LOADING --ok--> READY --evict/unload--> UNLOADED
 //                                       \--error--> UNLOADED (reason kept)
@@ -39,6 +45,7 @@
 #include <string>
 #include <vector>
 
+#include "ebb/model_signature.h"
 #include "ebb/runtime.h"
 
 namespace ebb {
@@ -125,6 +132,7 @@ class Lease {
   std::string name_;
   std::shared_ptr<Session> session_;
   std::optional<int64_t> keep_alive_ms_;
+  bool lifecycle_ = false;           // held by Load(), not by a request: keep-alive does not apply
   uint64_t measure_generation_ = 0;  // non-zero: this lease measures its model's transient peak
   int64_t rss_at_start_ = 0;
 };
@@ -154,7 +162,8 @@ class ModelPool {
   Status RunWithRecovery(const std::string& name, const AcquireOptions& options,
                          const std::function<Status(const std::shared_ptr<Session>&)>& body);
 
-  // Loads a model now (evicting to fit); unloads one (even pinned).
+  // Loads a model now (evicting to fit) and keeps it loaded until a request
+  // applies its keep-alive; unloads one (even pinned).
   Status Load(const std::string& name);
   Status Unload(const std::string& name);
   // Unloads idle models whose keep-alive ran out (the pool's thread does this too).
@@ -162,6 +171,9 @@ class ModelPool {
 
   std::vector<ModelStatus> Snapshot() const;
   Result<ModelStatus> StatusOf(const std::string& name) const;
+  // The inputs and outputs of the model's session, or of its last loaded one.
+  // Errors: kNotFound (unknown), kUnavailable (never loaded).
+  Result<ModelSignature> SignatureOf(const std::string& name) const;
   // Budget and charges in use on a device ("cpu", "cuda:0"); budget 0 = none.
   int64_t budget(const std::string& device) const;
   int64_t used(const std::string& device) const;

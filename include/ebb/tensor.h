@@ -27,7 +27,8 @@
 namespace ebb {
 
 // Element types ebb moves between callers and ONNX Runtime. Names follow the
-// KServe v2 protocol (FP32, INT64, ...).
+// KServe v2 protocol (FP32, INT64, ...). kBytes is the protocol's BYTES (ONNX
+// string tensors): variable-length byte strings, see "BYTES tensors" below.
 enum class DataType {
   kBool,
   kUInt8,
@@ -42,14 +43,19 @@ enum class DataType {
   kBFloat16,
   kFloat32,
   kFloat64,
+  kBytes,
 };
 
-// Bytes per element.
+// Bytes per element; 0 for kBytes, whose elements vary in length.
 size_t ElementSize(DataType type);
-// Protocol name: "FP32", "INT64", "BOOL", ...
+// Protocol name: "FP32", "INT64", "BOOL", "BYTES", ...
 const char* DataTypeName(DataType type);
-// Inverse of DataTypeName; nullopt for an unknown name (including "BYTES").
+// Inverse of DataTypeName; nullopt for an unknown name.
 std::optional<DataType> ParseDataType(std::string_view name);
+
+// The value of an FP16 (IEEE half) or BF16 element, given its bits.
+float HalfToFloat(uint16_t bits);
+float BFloat16ToFloat(uint16_t bits);
 
 using Shape = std::vector<int64_t>;
 // Product of the dimensions; 1 for a scalar. REQUIRES: all dims >= 0.
@@ -67,10 +73,17 @@ struct TensorDeleter {
 };
 }  // namespace detail
 
+// BYTES tensors: the buffer holds the elements in row-major order, each as a
+// 4-byte little-endian length followed by that many bytes — the KServe binary
+// form of BYTES data (the binary tensor data extension, gRPC
+// raw_input_contents), so that wire data is checked once and copied as is.
+// byte_size() is the size of that serialisation. Build them with FromStrings or
+// FromSerializedBytes (which checks the form); read them with strings().
 class Tensor {
  public:
   Tensor() = default;
-  // Allocates uninitialised storage for `shape` elements of `type`.
+  // Allocates uninitialised storage for `shape` elements of `type` (for
+  // kBytes: `shape` elements that are empty strings).
   Tensor(DataType type, Shape shape);
 
   Tensor(Tensor&&) noexcept = default;
@@ -87,6 +100,14 @@ class Tensor {
   // tensor, is aligned for `type`, and is not written while a run reads it (a
   // run only reads its inputs). Clone() of a borrowed tensor owns its copy.
   static Tensor Borrow(DataType type, Shape shape, std::byte* data);
+  // A BYTES tensor of `shape` holding `values` in row-major order.
+  // REQUIRES: values.size() == ElementCount(shape); each value < 4 GiB.
+  static Tensor FromStrings(Shape shape, std::span<const std::string_view> values);
+  static Tensor FromStrings(Shape shape, const std::vector<std::string>& values);
+  // A BYTES tensor of `shape` from its serialisation (see above).
+  // Errors: kInvalidArgument when `serialized` does not hold exactly
+  // ElementCount(shape) elements (a length running past the end, bytes left over).
+  static Result<Tensor> FromSerializedBytes(Shape shape, std::string_view serialized);
 
   Tensor Clone() const;
   bool borrowed() const { return !data_.get_deleter().owned; }
@@ -109,15 +130,26 @@ class Tensor {
     return {reinterpret_cast<const T*>(data_.get()), size_ / sizeof(T)};
   }
 
+  // The elements of a BYTES tensor, as views into its buffer (valid while the
+  // tensor lives and is not written). REQUIRES: type() == DataType::kBytes.
+  std::vector<std::string_view> strings() const;
+
   // True when type, shape and every byte match.
   bool BitwiseEquals(const Tensor& other) const;
 
  private:
+  Tensor(DataType type, Shape shape, size_t byte_size);
+
   DataType type_ = DataType::kFloat32;
   Shape shape_;
   size_t size_ = 0;
   std::unique_ptr<std::byte[], detail::TensorDeleter> data_;
 };
+
+// The elements of the BYTES serialisation `serialized` (see Tensor), as views
+// into it. Errors: kInvalidArgument when it does not hold exactly `count`
+// elements.
+Result<std::vector<std::string_view>> SplitSerializedBytes(std::string_view serialized, int64_t count);
 
 // A tensor with the model input or output name it belongs to.
 struct NamedTensor {
@@ -125,7 +157,7 @@ struct NamedTensor {
   Tensor tensor;
 };
 
-// Item `n` of a batch [N,...] as a tensor [1,...]. REQUIRES: 0 <= n < N.
+// Item `n` of a batch [N,...] as a tensor [1,...] (BYTES too). REQUIRES: 0 <= n < N.
 Tensor BatchItem(const Tensor& batch, int64_t n);
 // Tensors [1,...] of one type and shape stacked into [N,...].
 // Errors: kInvalidArgument when they differ or the list is empty.

@@ -37,9 +37,37 @@ Shape ShapeVector(const py::array& a) { return Shape(a.shape(), a.shape() + a.nd
 
 std::byte* Bytes(const py::array& a) { return static_cast<std::byte*>(const_cast<void*>(a.data())); }
 
-// One model input, borrowed.
+// A BYTES (ONNX string) input: an array of bytes or str elements (dtype object, bytes_ or str_),
+// copied into the library's length-prefixed form (str is encoded as UTF-8).
+Tensor StringsInput(const py::handle& value, const TensorInfo& info, const std::string& what) {
+  if (!py::isinstance<py::array>(value)) {
+    throw py::type_error(what + " must be a numpy.ndarray of " + Expectation(info) + " (bytes or str elements); got " +
+                         TypeName(value) + " (use numpy.asarray(value, dtype=object))");
+  }
+  py::array a = py::reinterpret_borrow<py::array>(value);
+  const char kind = a.dtype().kind();
+  if (kind != 'O' && kind != 'S' && kind != 'U') {
+    throw py::type_error(what + " must be " + Expectation(info) + " (bytes or str elements); got a " +
+                         DtypeName(a.dtype()) + " array of shape " + ShapeOf(a));
+  }
+  std::vector<std::string> values;
+  values.reserve(static_cast<size_t>(a.size()));
+  for (py::handle item : a.attr("ravel")().attr("tolist")()) {
+    if (py::isinstance<py::bytes>(item)) {
+      values.push_back(item.cast<std::string>());
+    } else if (py::isinstance<py::str>(item)) {
+      values.push_back(py::reinterpret_borrow<py::str>(item).attr("encode")("utf-8").cast<std::string>());
+    } else {
+      throw py::type_error(what + " must hold bytes or str elements; got one of type " + TypeName(item));
+    }
+  }
+  return Tensor::FromStrings(ShapeVector(a), values);
+}
+
+// One model input, borrowed (BYTES inputs are copied: the library's form differs from NumPy's).
 Tensor BorrowInput(const py::handle& value, const TensorInfo& info, const std::string& model) {
   const std::string what = "input '" + info.name + "' of model '" + model + "'";
+  if (info.type == DataType::kBytes) return StringsInput(value, info, what);
   if (!py::isinstance<py::array>(value)) {
     throw py::type_error(what + " must be a numpy.ndarray of " + Expectation(info) + "; got " + TypeName(value) +
                          " (use numpy.asarray(value, dtype=" + DtypeName(DtypeOf(info.type)) + "))");
@@ -82,6 +110,7 @@ py::dtype DtypeOf(DataType type) {
     case DataType::kBFloat16: return py::dtype::of<uint16_t>();  // NumPy has no bfloat16: raw bits
     case DataType::kFloat32: return py::dtype::of<float>();
     case DataType::kFloat64: return py::dtype::of<double>();
+    case DataType::kBytes: return py::dtype("O");  // an object array of bytes
   }
   return py::dtype::of<float>();
 }
@@ -118,6 +147,14 @@ std::vector<std::string> OutputNames(const py::handle& outputs) {
 }
 
 py::array ToArray(Tensor tensor) {
+  if (tensor.type() == DataType::kBytes) {  // an object array of bytes (a copy: NumPy has no such layout)
+    py::list items;
+    for (std::string_view v : tensor.strings()) items.append(py::bytes(v.data(), v.size()));
+    py::array out = py::array(py::dtype("O"), std::vector<py::ssize_t>{static_cast<py::ssize_t>(items.size())});
+    for (size_t i = 0; i < items.size(); ++i) out.attr("__setitem__")(i, items[i]);
+    std::vector<py::ssize_t> shape(tensor.shape().begin(), tensor.shape().end());
+    return out.attr("reshape")(shape);
+  }
   auto* owned = new Tensor(std::move(tensor));
   py::capsule base(owned, [](void* p) { delete static_cast<Tensor*>(p); });
   std::vector<py::ssize_t> shape(owned->shape().begin(), owned->shape().end());

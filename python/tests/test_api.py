@@ -282,3 +282,18 @@ def test_image_errors(tmp_path):
         ebb.write_png(tmp_path / "x.png", np.zeros((4, 4, 3), np.int32))
     with pytest.raises(ebb.InvalidArgument):
         ebb.write_png(tmp_path / "x.png", np.zeros((4, 4, 2), np.uint8))
+
+
+def test_string_tensors(runtime):
+    # ONNX strings (BYTES) in and out: bytes or str elements in, an object array of bytes out.
+    session = runtime.load(model("strings"))
+    text = np.array([["apple", "banana", "kiwi"], [b"cherry", b"", "caf\u00e9"]], dtype=object)
+    out = session.run({"text": text})
+    assert out["echo"].dtype == object
+    assert out["echo"].shape == (2, 3)
+    assert out["echo"].tolist() == [[b"apple", b"banana", b"kiwi"], [b"cherry", b"", "caf\u00e9".encode()]]
+    assert out["id"].tolist() == [[0, 1, -1], [2, -1, -1]]
+    with pytest.raises(TypeError, match="bytes or str elements"):
+        session.run({"text": np.zeros((1, 1), dtype=np.float32)})
+    with pytest.raises(TypeError, match="bytes or str elements"):
+        session.run({"text": np.array([[1]], dtype=object)})

@@ -1,10 +1,9 @@
 // server/core/inference.h — the typed requests and answers of the server core.
 //
-// Every front end (HTTP/REST today; gRPC and others beside it) decodes its wire
-// format into these types and encodes its replies from them; the core
-// (InferenceService) sees nothing else. Wire-only choices stay in their front
-// end: which outputs a REST client wants as binary data, how a gRPC message
-// carries raw contents.
+// Every front end (HTTP/REST, gRPC) decodes its wire format into these types
+// and encodes its replies from them; the core (InferenceService) sees nothing
+// else. Wire-only choices stay in their front end: which outputs a REST client
+// wants as binary data, how a gRPC message carries raw contents.
 //
 // Thread safety: plain values.
 // Ownership: tensors are owned (ebb::Tensor); a request's inputs are read in
@@ -12,10 +11,13 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
+#include "ebb/model_config.h"
 #include "ebb/session.h"
 #include "ebb/tensor.h"
 
@@ -27,6 +29,9 @@ struct InferRequest {
   std::vector<NamedTensor> inputs;       // in request order; names are unique
   std::vector<std::string> outputs;      // requested output names, in request order; empty = all
   std::optional<int64_t> keep_alive_ms;  // parameters.keep_alive (milliseconds; negative = never unload)
+  // The classification extension: output name -> K. That output comes back as
+  // BYTES "value:index[:label]", the top K per batch row (see classification.h).
+  std::map<std::string, int64_t> classification;
 };
 
 // Its answer: the outputs in the order requested (model order when all).
@@ -36,6 +41,11 @@ struct InferResponse {
   std::string id;
   std::vector<NamedTensor> outputs;
 };
+
+// A request parameter as the protocols carry them (KServe: bool, int64,
+// string; gRPC adds double and bytes, carried here as strings).
+using Parameter = std::variant<bool, int64_t, double, std::string>;
+using Parameters = std::map<std::string, Parameter>;
 
 // What `GET /v2` and gRPC ServerMetadata report.
 struct ServerMetadata {
@@ -47,10 +57,57 @@ struct ServerMetadata {
 // What `GET /v2/models/{m}` and gRPC ModelMetadata report.
 struct ModelMetadata {
   std::string name;
-  std::vector<std::string> versions;
+  std::vector<std::string> versions;  // the versions served
   std::string platform;
   std::vector<TensorInfo> inputs;
   std::vector<TensorInfo> outputs;
+};
+
+// What `GET /v2/models/{m}/config` and gRPC ModelConfig report: Triton's model
+// configuration (model_configuration.h writes and reads its JSON form) plus
+// ebb's own fields.
+struct ModelConfiguration {
+  std::string name;
+  std::string platform = "onnxruntime_onnx";
+  std::string backend = "onnxruntime";
+  enum class VersionPolicy { kLatest, kSpecific, kAll } version_policy = VersionPolicy::kLatest;
+  std::vector<int64_t> versions;  // served (kSpecific lists them)
+  int max_batch_size = 0;         // ebb models carry their own batch dimension in `dims`
+  std::vector<TensorInfo> inputs;
+  std::vector<TensorInfo> outputs;
+  std::string label_filename;     // "labels.txt" when the folder has one (it names every output's classes)
+  // ebb's own:
+  ModelConfig config;             // config.json (or the last load request's); device: the one in force
+  bool config_from_request = false;
+  int64_t charge_bytes = 0;       // the pool's measured charge of the default version
+};
+
+// Cumulative count and duration (Triton's StatisticDuration).
+struct Duration {
+  uint64_t count = 0;
+  uint64_t ns = 0;
+};
+
+// Statistics of one model version (Triton's ModelStatistics), counted in the
+// core for every front end, so /metrics, REST and gRPC agree by construction.
+struct ModelStatistics {
+  std::string name;
+  std::string version;
+  uint64_t last_inference_ms = 0;  // milliseconds since the epoch; 0 = never
+  uint64_t inference_count = 0;    // successful requests (no dynamic batching: one each)
+  uint64_t execution_count = 0;    // successful model executions
+  Duration success;         // whole requests that succeeded, from arrival to answer
+  Duration fail;            // requests that failed after the model was found
+  Duration queue;           // waiting for an inference worker (admission)
+  Duration compute_input;   // decoding the request into input tensors
+  Duration compute_infer;   // running the model (Session::Run, or the whole image operation)
+  Duration compute_output;  // turning run outputs into the response (classification)
+  // ebb's own:
+  uint64_t releases = 0;            // runs that gave arena memory back (ebb_releases_total)
+  int64_t charge_bytes = 0;         // the pool's measured charge
+  int64_t transient_peak_bytes = 0; // largest operation peak seen (the arena/RSS peak a run needed)
+  uint64_t loads = 0;
+  std::string state;                // READY, LOADING, UNAVAILABLE
 };
 
 }  // namespace ebb::server

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <set>
 
 namespace ebb::server {
 namespace fs = std::filesystem;
@@ -16,7 +18,57 @@ bool ValidName(const std::string& name) {
   });
 }
 
+// A version folder's name: a positive decimal number without leading zeros.
+std::optional<int64_t> VersionNumber(const std::string& name) {
+  if (name.empty() || name.size() > 18 || name[0] == '0') return std::nullopt;
+  if (!std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
+  return std::stoll(name);
+}
+
+std::string Join(const std::vector<std::string>& items) {
+  std::string s;
+  for (const std::string& item : items) s += (s.empty() ? "" : ", ") + item;
+  return s;
+}
+
+std::vector<std::string> ReadLabels(const fs::path& file) {
+  std::vector<std::string> labels;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    labels.push_back(line);
+  }
+  return labels;
+}
+
 }  // namespace
+
+// What a model folder holds.
+struct ModelRepository::Layout {
+  bool flat_model = false;                // model.onnx directly in the folder
+  std::vector<int64_t> versions;          // version folders with a model.onnx, ascending
+  std::vector<std::string> empty_versions;  // version folders without one
+
+  static Layout Of(const fs::path& folder) {
+    Layout layout;
+    std::error_code ec;
+    layout.flat_model = fs::is_regular_file(folder / "model.onnx", ec);
+    for (const auto& entry : fs::directory_iterator(folder, ec)) {
+      const std::optional<int64_t> number = VersionNumber(entry.path().filename().string());
+      if (!number || !entry.is_directory(ec)) continue;
+      const bool inside = fs::canonical(entry.path(), ec).parent_path() == folder;
+      if (inside && fs::is_regular_file(entry.path() / "model.onnx", ec)) {
+        layout.versions.push_back(*number);
+      } else {
+        layout.empty_versions.push_back(entry.path().filename().string());
+      }
+    }
+    std::sort(layout.versions.begin(), layout.versions.end());
+    std::sort(layout.empty_versions.begin(), layout.empty_versions.end());
+    return layout;
+  }
+  bool is_model() const { return flat_model || !versions.empty() || !empty_versions.empty(); }
+};
 
 ModelRepository::ModelRepository(Runtime& runtime, Options options)
     : options_(std::move(options)), pool_(std::make_unique<ModelPool>(runtime, options_.pool, options_.on_event)) {}
@@ -28,62 +80,202 @@ Result<std::unique_ptr<ModelRepository>> ModelRepository::Open(Runtime& runtime,
   return std::unique_ptr<ModelRepository>(new ModelRepository(runtime, std::move(options)));
 }
 
+std::string ModelRepository::ModelOfPoolName(const std::string& pool_name) {
+  return pool_name.substr(0, pool_name.find('/'));
+}
+
 Result<std::string> ModelRepository::FolderOf(const std::string& name) const {
   if (!ValidName(name)) {
     return InvalidArgument("invalid model name '" + name + "' (letters, digits, '.', '_', '-'; not starting with '.')");
   }
   std::error_code ec;
   const fs::path folder = fs::path(options_.root) / name;
-  if (!fs::is_regular_file(folder / "model.onnx", ec)) return NotFound("unknown model '" + name + "'");
+  if (!fs::is_directory(folder, ec)) return NotFound("unknown model '" + name + "'");
   const fs::path real = fs::canonical(folder, ec);
   if (ec || real.parent_path() != fs::path(options_.root)) {
     return InvalidArgument("model '" + name + "' resolves outside the repository");
   }
+  if (!Layout::Of(real).is_model()) return NotFound("unknown model '" + name + "'");
   return real.string();
 }
 
-Result<ModelConfig> ModelRepository::Register(const std::string& name, bool reread) {
-  if (!reread) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = configs_.find(name); it != configs_.end()) return it->second;
-  }
+std::string ModelRepository::PoolName(const ModelFolder& model, const std::string& version) const {
+  return model.versioned ? model.name + "/" + version : model.name;
+}
+
+std::string ModelRepository::ModelPath(const ModelFolder& model, const std::string& version) const {
+  const fs::path folder = fs::path(options_.root) / model.name;
+  return ((model.versioned ? folder / version : folder) / "model.onnx").string();
+}
+
+// Reads a model folder: layout, configuration (`config`, else config.json),
+// the versions it serves, labels. Touches nothing else.
+Result<ModelFolder> ModelRepository::Read(const std::string& name, std::optional<ModelConfig> config) const {
   auto folder = FolderOf(name);
   if (!folder.ok()) return folder.status();
-  auto config = LoadModelConfig(*folder);
-  auto device = config.ok() ? DeviceRequest::Parse(config->device.empty() ? options_.default_device : config->device)
-                            : Result<DeviceRequest>(config.status());
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!device.ok()) {
-    bad_configs_[name] = device.status().message();
-    return Status(device.status().code(), name + "/config.json: " + device.status().message());
+  const Layout layout = Layout::Of(*folder);
+  ModelFolder model{name, !layout.flat_model, {}, {}, config.has_value(), ReadLabels(fs::path(*folder) / "labels.txt")};
+  if (layout.flat_model && !layout.versions.empty()) {
+    return InvalidArgument("model '" + name + "' has both model.onnx and version folders with one; keep one layout");
   }
-  bad_configs_.erase(name);
-  pool_->Add({name, *folder + "/model.onnx", {.device = *device}, config->pinned, config->keep_alive_ms});
-  configs_[name] = *config;
-  return config;
+  if (!layout.flat_model && layout.versions.empty()) {
+    return InvalidArgument("model '" + name + "': no version folder has a model.onnx (" + Join(layout.empty_versions) +
+                           ")");
+  }
+  if (config) {
+    model.config = *config;
+  } else {
+    auto read = LoadModelConfig(*folder);
+    if (!read.ok()) return read.status();
+    model.config = *read;
+  }
+  const std::string& device = model.config.device.empty() ? options_.default_device : model.config.device;
+  if (auto parsed = DeviceRequest::Parse(device); !parsed.ok()) {
+    return Status(parsed.status().code(), name + "/config.json: " + parsed.status().message());
+  }
+  const ModelConfig& c = model.config;
+  if (!model.versioned) {
+    if (c.all_versions || (!c.versions.empty() && c.versions != std::vector<int64_t>{1})) {
+      return InvalidArgument("model '" + name + "': config.versions names versions, but the folder is flat " +
+                             "(model.onnx is version 1; put versions in numbered folders)");
+    }
+    model.versions = {"1"};
+    return model;
+  }
+  std::vector<int64_t> served;
+  if (c.all_versions) {
+    served = layout.versions;
+  } else if (!c.versions.empty()) {
+    for (int64_t v : std::set<int64_t>(c.versions.begin(), c.versions.end())) {
+      if (!std::binary_search(layout.versions.begin(), layout.versions.end(), v)) {
+        std::vector<std::string> present;
+        for (int64_t p : layout.versions) present.push_back(std::to_string(p));
+        return InvalidArgument("model '" + name + "': config.versions lists version " + std::to_string(v) +
+                               ", which has no folder " + std::to_string(v) + "/model.onnx (versions present: " +
+                               Join(present) + ")");
+      }
+      served.push_back(v);
+    }
+  } else {
+    served = {layout.versions.back()};  // the default policy: the highest version
+  }
+  for (int64_t v : served) model.versions.push_back(std::to_string(v));
+  return model;
+}
+
+Result<ModelFolder> ModelRepository::Register(const std::string& name, bool reread, std::optional<ModelConfig> config) {
+  if (!reread && !config) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = models_.find(name); it != models_.end()) return it->second;
+  }
+  Result<ModelFolder> model = Read(name, std::move(config));
+  std::vector<std::string> stale;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!model.ok()) {
+      if (FolderOf(name).ok()) bad_configs_[name] = model.status().message();
+      return model.status();
+    }
+    bad_configs_.erase(name);
+    if (auto old = models_.find(name); old != models_.end()) {
+      for (const std::string& v : old->second.versions) {
+        const std::string old_name = PoolName(old->second, v);
+        bool kept = false;
+        for (const std::string& w : model->versions) kept |= PoolName(*model, w) == old_name;
+        if (!kept) stale.push_back(old_name);
+      }
+    }
+    const ModelConfig& c = model->config;
+    const auto device = DeviceRequest::Parse(c.device.empty() ? options_.default_device : c.device);
+    for (const std::string& v : model->versions) {
+      pool_->Add({PoolName(*model, v), ModelPath(*model, v), {.device = *device}, c.pinned, c.keep_alive_ms});
+    }
+    models_[name] = *model;
+  }
+  for (const std::string& old_name : stale) (void)pool_->Unload(old_name);  // versions no longer served
+  return model;
+}
+
+Result<ModelFolder> ModelRepository::Folder(const std::string& name) { return Register(name, /*reread=*/false); }
+
+Result<std::string> ModelRepository::ResolveVersion(const std::string& name, const std::string& version) {
+  auto model = Register(name, /*reread=*/false);
+  if (!model.ok()) return model.status();
+  if (version.empty()) return model->versions.back();
+  if (std::find(model->versions.begin(), model->versions.end(), version) == model->versions.end()) {
+    return NotFound("model '" + name + "' has no version '" + version + "' served; versions served: " +
+                    Join(model->versions));
+  }
+  return version;
 }
 
 std::vector<ModelInfo> ModelRepository::Index() {
-  std::vector<ModelInfo> models;
+  std::vector<std::string> names;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(options_.root, ec)) {
-    if (auto info = Info(entry.path().filename().string()); info.ok()) models.push_back(*info);
+  for (const auto& entry : fs::directory_iterator(options_.root, ec)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  std::vector<ModelInfo> models;
+  for (const std::string& name : names) {
+    auto model = Register(name, /*reread=*/false);
+    if (!model.ok()) {
+      if (FolderOf(name).ok()) models.push_back({name, "", PoolState::kUnloaded, model.status().message()});
+      continue;
+    }
+    for (const std::string& v : model->versions) {
+      if (auto info = Info(name, v); info.ok()) models.push_back(*info);
+    }
   }
-  std::sort(models.begin(), models.end(), [](const ModelInfo& a, const ModelInfo& b) { return a.name < b.name; });
   return models;
 }
 
-Result<ModelInfo> ModelRepository::Info(const std::string& name) {
-  if (auto config = Register(name, /*reread=*/false); !config.ok()) {
-    if (config.status().code() == StatusCode::kNotFound || config.status().code() == StatusCode::kInvalidArgument) {
-      if (!FolderOf(name).ok()) return config.status();
-    }
-    return ModelInfo{name, PoolState::kUnloaded, config.status().message()};
+Result<ModelInfo> ModelRepository::Info(const std::string& name, const std::string& version) {
+  auto model = Register(name, /*reread=*/false);
+  if (!model.ok()) {
+    if (!FolderOf(name).ok()) return model.status();
+    return ModelInfo{name, "", PoolState::kUnloaded, model.status().message()};
   }
-  auto status = pool_->StatusOf(name);
+  auto resolved = ResolveVersion(name, version);
+  if (!resolved.ok()) return resolved.status();
+  auto status = pool_->StatusOf(PoolName(*model, *resolved));
   if (!status.ok()) return status.status();
-  return ModelInfo{name,       status->state,  status->reason, status->charge_bytes, status->in_flight,
-                   status->pinned, status->loads};
+  return ModelInfo{name,           *resolved,          status->state,     status->reason, status->charge_bytes,
+                   status->transient_bytes, status->in_flight, status->pinned, status->loads};
+}
+
+std::vector<FolderProblem> ModelRepository::Problems() {
+  std::vector<FolderProblem> problems;
+  std::error_code ec;
+  std::vector<fs::directory_entry> entries;
+  for (const auto& entry : fs::directory_iterator(options_.root, ec)) entries.push_back(entry);
+  std::sort(entries.begin(), entries.end());
+  for (const auto& entry : entries) {
+    if (!entry.is_directory(ec)) continue;
+    const std::string name = entry.path().filename().string();
+    if (auto folder = FolderOf(name); !folder.ok()) {
+      const bool not_a_model = folder.status().code() == StatusCode::kNotFound;
+      problems.push_back({name, not_a_model ? "no model.onnx and no version folder (1/model.onnx, ...)"
+                                            : folder.status().message()});
+      continue;
+    }
+    if (auto model = Register(name, /*reread=*/false); !model.ok()) {
+      problems.push_back({name, model.status().message()});
+      continue;
+    }
+    for (const std::string& v : Layout::Of(fs::canonical(entry.path(), ec)).empty_versions) {
+      problems.push_back({name + "/" + v, "version folder without a model.onnx (or outside the model folder)"});
+    }
+  }
+  return problems;
+}
+
+Result<ModelSignature> ModelRepository::Signature(const std::string& name, const std::string& version) {
+  auto model = Register(name, /*reread=*/false);
+  if (!model.ok()) return model.status();
+  auto resolved = ResolveVersion(name, version);
+  if (!resolved.ok()) return resolved.status();
+  auto from_pool = pool_->SignatureOf(PoolName(*model, *resolved));
+  if (from_pool.ok()) return from_pool;
+  return ReadModelSignature(ModelPath(*model, *resolved));
 }
 
 Status ModelRepository::LoadFailure(const std::string& name, const Status& status) const {
@@ -91,43 +283,59 @@ Status ModelRepository::LoadFailure(const std::string& name, const Status& statu
   return Unavailable("model '" + name + "' failed to load: " + status.message());
 }
 
-Status ModelRepository::Load(const std::string& name) {
-  if (auto config = Register(name, /*reread=*/true); !config.ok()) return config.status();
-  return pool_->Load(name);
+Status ModelRepository::Load(const std::string& name, std::optional<ModelConfig> config) {
+  auto model = Register(name, /*reread=*/true, std::move(config));
+  if (!model.ok()) return model.status();
+  for (const std::string& v : model->versions) {
+    if (Status st = pool_->Load(PoolName(*model, v)); !st.ok()) {
+      return LoadFailure(model->versioned ? name + "' version '" + v : name, st);
+    }
+  }
+  return Status::Ok();
 }
 
 Status ModelRepository::Unload(const std::string& name) {
-  if (auto config = Register(name, /*reread=*/false); !config.ok()) return config.status();
-  return pool_->Unload(name);
+  auto model = Register(name, /*reread=*/false);
+  if (!model.ok()) return model.status();
+  for (const std::string& v : model->versions) EBB_RETURN_IF_ERROR(pool_->Unload(PoolName(*model, v)));
+  return Status::Ok();
 }
 
 std::vector<std::pair<std::string, Status>> ModelRepository::LoadAll() {
   std::vector<std::pair<std::string, Status>> failures;
-  for (const ModelInfo& m : Index()) {
-    if (Status st = Load(m.name); !st.ok()) failures.emplace_back(m.name, st);
+  std::set<std::string> names;
+  for (const ModelInfo& m : Index()) names.insert(m.name);
+  for (const std::string& name : names) {
+    if (Status st = Load(name); !st.ok()) failures.emplace_back(name, st);
   }
   return failures;
 }
 
-Result<ModelHandle> ModelRepository::Acquire(const std::string& name, std::optional<int64_t> keep_alive_ms) {
-  auto config = Register(name, /*reread=*/false);
-  if (!config.ok()) return config.status();
-  auto lease = pool_->Acquire(name, {.keep_alive_ms = keep_alive_ms, .load_on_demand = options_.load_on_demand});
+Result<ModelHandle> ModelRepository::Acquire(const std::string& name, const std::string& version,
+                                             std::optional<int64_t> keep_alive_ms) {
+  auto model = Register(name, /*reread=*/false);
+  if (!model.ok()) return model.status();
+  auto resolved = ResolveVersion(name, version);
+  if (!resolved.ok()) return resolved.status();
+  auto lease = pool_->Acquire(PoolName(*model, *resolved),
+                              {.keep_alive_ms = keep_alive_ms, .load_on_demand = options_.load_on_demand});
   if (!lease.ok()) return LoadFailure(name, lease.status());
-  return ModelHandle{name, *config, std::move(lease).value()};
+  return ModelHandle{name, *resolved, model->config, std::move(lease).value()};
 }
 
 Status ModelRepository::RunWithRecovery(
-    const std::string& name, std::optional<int64_t> keep_alive_ms,
+    const std::string& name, const std::string& version, std::optional<int64_t> keep_alive_ms,
     const std::function<Status(const ModelConfig&, const std::shared_ptr<Session>&)>& body) {
-  auto config = Register(name, /*reread=*/false);
-  if (!config.ok()) return config.status();
+  auto model = Register(name, /*reread=*/false);
+  if (!model.ok()) return model.status();
+  auto resolved = ResolveVersion(name, version);
+  if (!resolved.ok()) return resolved.status();
   bool ran = false;
   Status st = pool_->RunWithRecovery(
-      name, {.keep_alive_ms = keep_alive_ms, .load_on_demand = options_.load_on_demand},
+      PoolName(*model, *resolved), {.keep_alive_ms = keep_alive_ms, .load_on_demand = options_.load_on_demand},
       [&](const std::shared_ptr<Session>& session) {
         ran = true;
-        return body(*config, session);
+        return body(model->config, session);
       });
   return ran ? st : LoadFailure(name, st);
 }

@@ -1,16 +1,32 @@
 // server/core/repository.h — the model repository behind `ebb serve`.
 //
-// A repository is a folder with one sub-folder per model, each holding
-// `model.onnx` and an optional `config.json` (ebb/model_config.h). Model
-// names are confined to the repository: a name is a single path component of
-// [A-Za-z0-9._-] not starting with '.', and its folder must resolve inside the
-// repository root (no symlink escapes). No request can name a path outside it.
+// A repository is a folder with one sub-folder per model. A model folder is
+// either flat or versioned:
+//
+//   flat/                     versioned/              (Triton's layout)
+//     model.onnx                config.json           optional, beside the versions
+//     config.json  optional     labels.txt            optional
+//     labels.txt   optional     1/model.onnx
+//                               3/model.onnx
+//
+// A flat folder serves version "1". A versioned folder serves its highest
+// version unless config.json says otherwise ("versions": [1, 3] or "all");
+// version folders are decimal numbers. labels.txt (one label per line, line i
+// for class i) names the classes of classification results.
+//
+// Model names are confined to the repository: a name is a single path
+// component of [A-Za-z0-9._-] not starting with '.', and its folder (and each
+// version folder) must resolve inside it (no symlink escapes). No request can
+// name a path outside it.
 //
 // Loading, the memory budget, eviction and keep-alive are the ModelPool's
-// (ebb/model_pool.h): the repository registers each model folder found with
-// the pool (re-reading config.json on an explicit load) and hands requests a
-// ModelHandle that holds the model for the request's duration, so unloading
-// or evicting never destroys a session under a running request.
+// (ebb/model_pool.h): each served version is one pool entry, named after the
+// model ("m" for a flat folder, "m/3" for version 3 of a versioned one). The
+// repository registers the versions it finds (re-reading config.json on an
+// explicit load, or taking the load request's configuration instead) and
+// hands requests a lease that holds the model for the request's duration, so
+// unloading or evicting never destroys a session under a running request.
+// Looking at models (Index, Info, Signature, Folder) never loads or evicts one.
 //
 // Thread safety: all methods may be called concurrently.
 #pragma once
@@ -19,28 +35,50 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ebb/model_config.h"
 #include "ebb/model_pool.h"
+#include "ebb/model_signature.h"
 #include "ebb/runtime.h"
 
 namespace ebb::server {
 
+// One served version of a model, as the index lists it.
 struct ModelInfo {
   std::string name;
+  std::string version;       // "1" for a flat folder; "" when the folder cannot be read
   PoolState state = PoolState::kUnloaded;
   std::string reason;        // why it is not ready, when known
   int64_t charge_bytes = 0;  // the pool's measured charge
+  int64_t transient_bytes = 0;  // largest operation peak seen
   int in_flight = 0;
   bool pinned = false;
   uint64_t loads = 0;
 };
 
+// A model folder as registered: what is served from it and how.
+struct ModelFolder {
+  std::string name;
+  bool versioned = false;             // version sub-folders (else a flat folder: version "1")
+  std::vector<std::string> versions;  // served, in ascending order
+  ModelConfig config;                 // config.json, or the last load request's configuration
+  bool config_from_request = false;
+  std::vector<std::string> labels;    // labels.txt
+};
+
+// A folder of the repository that cannot be served, and why.
+struct FolderProblem {
+  std::string folder;
+  std::string reason;
+};
+
 // What a request holds while it runs.
 struct ModelHandle {
   std::string name;
+  std::string version;
   ModelConfig config;
   Lease lease;  // keeps the model loaded
   const std::shared_ptr<Session>& session() const { return lease.session(); }
@@ -59,15 +97,32 @@ class ModelRepository {
   // Errors: kNotFound when `root` is not a folder.
   static Result<std::unique_ptr<ModelRepository>> Open(Runtime& runtime, Options options);
 
-  // Every model folder under the root (scanned now) with its state.
+  // Every served version of every model folder under the root (scanned now),
+  // in name and version order. A model folder that cannot be read is listed
+  // once, with version "" and the reason.
   std::vector<ModelInfo> Index();
-  // Info on one model. Errors: kInvalidArgument (bad name), kNotFound.
-  Result<ModelInfo> Info(const std::string& name);
+  // Info on one version ("" = the default version). Errors: kInvalidArgument
+  // (bad name, unreadable folder), kNotFound (unknown model or version).
+  Result<ModelInfo> Info(const std::string& name, const std::string& version = "");
+  // The folders that cannot be served, with the reason (for start-up warnings).
+  std::vector<FolderProblem> Problems();
 
-  // Loads a model, re-reading its config.json. Errors: kInvalidArgument (bad
-  // name, broken model or config), kNotFound, kUnavailable, kResourceExhausted.
-  Status Load(const std::string& name);
-  // Unloads a model; its session goes when the last request using it ends.
+  // The model's registration. Errors: as Info.
+  Result<ModelFolder> Folder(const std::string& name);
+  // `version`, or the default (highest served) one for "". Errors: kNotFound
+  // naming the versions served.
+  Result<std::string> ResolveVersion(const std::string& name, const std::string& version);
+  // The inputs and outputs of a served version, without loading it (from its
+  // session, its last session, or its file).
+  Result<ModelSignature> Signature(const std::string& name, const std::string& version = "");
+
+  // Loads every served version of a model, re-reading config.json, or taking
+  // `config` instead of it when given (until the next load without one). The
+  // model stays loaded whatever the keep-alive until a request applies its own.
+  // Errors: kInvalidArgument (bad name, broken model or config), kNotFound,
+  // kUnavailable, kResourceExhausted.
+  Status Load(const std::string& name, std::optional<ModelConfig> config = std::nullopt);
+  // Unloads every version of a model; a session goes when the last request using it ends.
   Status Unload(const std::string& name);
   // Loads every model; returns the failures (the others load).
   std::vector<std::pair<std::string, Status>> LoadAll();
@@ -75,29 +130,38 @@ class ModelRepository {
   // A ready model for a request (loaded on demand when allowed).
   // Errors: kNotFound, kInvalidArgument, kUnavailable (not loaded, or its load
   // failed), kResourceExhausted (does not fit the memory budget).
-  Result<ModelHandle> Acquire(const std::string& name, std::optional<int64_t> keep_alive_ms = std::nullopt);
-  // Runs `body` on the model with the pool's out-of-memory recovery: on
-  // kResourceExhausted, idle models are evicted, arenas trimmed, and `body`
-  // runs once more on a fresh load.
-  Status RunWithRecovery(const std::string& name, std::optional<int64_t> keep_alive_ms,
+  Result<ModelHandle> Acquire(const std::string& name, const std::string& version = "",
+                              std::optional<int64_t> keep_alive_ms = std::nullopt);
+  // Runs `body` on a version of the model with the pool's out-of-memory
+  // recovery: on kResourceExhausted, idle models are evicted, arenas trimmed,
+  // and `body` runs once more on a fresh load.
+  Status RunWithRecovery(const std::string& name, const std::string& version, std::optional<int64_t> keep_alive_ms,
                          const std::function<Status(const ModelConfig&, const std::shared_ptr<Session>&)>& body);
 
   const std::string& root() const { return options_.root; }
+  // The device of models whose configuration names none (ebb serve --device).
+  const std::string& default_device() const { return options_.default_device; }
   ModelPool& pool() { return *pool_; }
+  // The model a pool entry belongs to ("m/3" -> "m").
+  static std::string ModelOfPoolName(const std::string& pool_name);
 
  private:
+  struct Layout;
   ModelRepository(Runtime& runtime, Options options);
   // The model's folder, confined to the root. Errors: kInvalidArgument, kNotFound.
   Result<std::string> FolderOf(const std::string& name) const;
-  // Reads config.json and registers the model with the pool (once, or again when `reread`).
-  Result<ModelConfig> Register(const std::string& name, bool reread);
+  // Registers the model (once, or again when `reread`), with the pool too.
+  Result<ModelFolder> Register(const std::string& name, bool reread, std::optional<ModelConfig> config = std::nullopt);
+  Result<ModelFolder> Read(const std::string& name, std::optional<ModelConfig> config) const;
+  std::string PoolName(const ModelFolder& model, const std::string& version) const;
+  std::string ModelPath(const ModelFolder& model, const std::string& version) const;
   Status LoadFailure(const std::string& name, const Status& status) const;
 
   const Options options_;
   std::unique_ptr<ModelPool> pool_;
   mutable std::mutex mu_;
-  std::map<std::string, ModelConfig> configs_;      // registered models; guarded by mu_
-  std::map<std::string, std::string> bad_configs_;  // config errors; guarded by mu_
+  std::map<std::string, ModelFolder> models_;       // registered models; guarded by mu_
+  std::map<std::string, std::string> bad_configs_;  // registration errors; guarded by mu_
 };
 
 }  // namespace ebb::server

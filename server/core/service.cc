@@ -3,18 +3,59 @@
 #include <algorithm>
 #include <chrono>
 
+#include "classification.h"
 #include "ebb/operation.h"
 #include "ebb/tiler.h"
 #include "ebb/version.h"
+#include "model_configuration.h"
 
 namespace ebb::server {
 namespace {
 
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+using Clock = std::chrono::steady_clock;
+
+uint64_t NanosSince(Clock::time_point start) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
+}
+
+uint64_t MillisSinceEpoch() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+}
+
+void Add(Duration* d, uint64_t ns) {
+  ++d->count;
+  d->ns += ns;
 }
 
 }  // namespace
+
+// One model version's statistics. Guarded by InferenceService::stats_mu_.
+struct InferenceService::Counters {
+  ModelStatistics stats;
+};
+
+// Counts a call in flight for WaitIdle.
+class InferenceService::InFlight {
+ public:
+  explicit InFlight(InferenceService* s) : s_(s) {
+    std::lock_guard<std::mutex> lock(s_->idle_mu_);
+    ++s_->in_flight_;
+  }
+  ~InFlight() {
+    {
+      std::lock_guard<std::mutex> lock(s_->idle_mu_);
+      --s_->in_flight_;
+    }
+    s_->idle_cv_.notify_all();
+  }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+
+ private:
+  InferenceService* s_;
+};
 
 InferenceService::InferenceService(Runtime& runtime, ServiceOptions options)
     : runtime_(runtime), options_(options), admission_(options.workers, options.queue) {}
@@ -38,69 +79,244 @@ Result<std::unique_ptr<InferenceService>> InferenceService::Create(Runtime& runt
 }
 
 ServerMetadata InferenceService::Metadata() const {
-  return {"ebb", Version(), {"binary_tensor_data", "model_repository"}};
+  return {"ebb",
+          Version(),
+          {"binary_tensor_data", "classification", "model_configuration", "model_repository",
+           "model_repository(unload_dependents)", "statistics"}};
 }
 
-Result<ModelMetadata> InferenceService::DescribeModel(const std::string& model) {
-  auto handle = repository_->Acquire(model);
-  if (!handle.ok()) return handle.status();
-  const Session& s = *handle->session();
-  return ModelMetadata{model, {"1"}, "onnxruntime_onnx", s.inputs(), s.outputs()};
+void InferenceService::WaitIdle() {
+  std::unique_lock<std::mutex> lock(idle_mu_);
+  idle_cv_.wait(lock, [this] { return in_flight_ == 0; });
 }
 
-Result<bool> InferenceService::ModelReady(const std::string& model) {
-  auto info = repository_->Info(model);
+Result<ModelMetadata> InferenceService::DescribeModel(const std::string& model, const std::string& version) {
+  auto folder = repository_->Folder(model);
+  if (!folder.ok()) return folder.status();
+  auto signature = repository_->Signature(model, version);
+  if (!signature.ok()) return signature.status();
+  return ModelMetadata{model, folder->versions, "onnxruntime_onnx", signature->inputs, signature->outputs};
+}
+
+Result<bool> InferenceService::ModelReady(const std::string& model, const std::string& version) {
+  auto info = repository_->Info(model, version);
   if (!info.ok()) return info.status();
   return info->state == PoolState::kReady;
 }
 
-std::vector<ModelInfo> InferenceService::Index() { return repository_->Index(); }
+Result<ModelConfiguration> InferenceService::Configuration(const std::string& model, const std::string& version) {
+  auto folder = repository_->Folder(model);
+  if (!folder.ok()) return folder.status();
+  auto info = repository_->Info(model, version);
+  if (!info.ok()) return info.status();
+  auto signature = repository_->Signature(model, info->version);
+  if (!signature.ok()) return signature.status();
+  ModelConfiguration c;
+  c.name = model;
+  for (const std::string& v : folder->versions) c.versions.push_back(std::stoll(v));
+  if (folder->config.all_versions) {
+    c.version_policy = ModelConfiguration::VersionPolicy::kAll;
+  } else if (!folder->config.versions.empty()) {
+    c.version_policy = ModelConfiguration::VersionPolicy::kSpecific;
+  }
+  c.inputs = signature->inputs;
+  c.outputs = signature->outputs;
+  if (!folder->labels.empty()) c.label_filename = "labels.txt";
+  c.config = folder->config;
+  if (c.config.device.empty()) c.config.device = repository_->default_device();  // the device it is loaded for
+  c.config_from_request = folder->config_from_request;
+  c.charge_bytes = info->charge_bytes;
+  return c;
+}
 
-Status InferenceService::Load(const std::string& model) { return repository_->Load(model); }
+ModelStatistics InferenceService::StatisticsOf(const ModelInfo& info) {
+  ModelStatistics s;
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    if (auto it = stats_.find({info.name, info.version}); it != stats_.end()) s = it->second->stats;
+  }
+  s.name = info.name;
+  s.version = info.version;
+  s.charge_bytes = info.charge_bytes;
+  s.transient_peak_bytes = info.transient_bytes;
+  s.loads = info.loads;
+  s.state = PoolStateName(info.state);
+  return s;
+}
 
-Status InferenceService::Unload(const std::string& model) { return repository_->Unload(model); }
+Result<std::vector<ModelStatistics>> InferenceService::Statistics(const std::string& model,
+                                                                  const std::string& version) {
+  std::vector<ModelStatistics> all;
+  if (model.empty()) {
+    for (const ModelInfo& m : repository_->Index()) {
+      if (!m.version.empty()) all.push_back(StatisticsOf(m));
+    }
+    return all;
+  }
+  auto folder = repository_->Folder(model);
+  if (!folder.ok()) return folder.status();
+  const std::vector<std::string> versions = version.empty() ? folder->versions : std::vector<std::string>{version};
+  for (const std::string& v : versions) {
+    auto info = repository_->Info(model, v);
+    if (!info.ok()) return info.status();
+    all.push_back(StatisticsOf(*info));
+  }
+  return all;
+}
 
-Result<InferResponse> InferenceService::Infer(const std::string& model, const Decoder& decode) {
-  const auto start = std::chrono::steady_clock::now();
-  if (auto info = repository_->Info(model); !info.ok()) return info.status();  // unknown: no metrics label
-  const Labels labels = {{"model", model}};
-  metrics_.GetCounter("ebb_inference_requests_total", "Inference requests received, per model.", labels).Increment();
-  auto fail = [&](const Status& st) {
-    metrics_
-        .GetCounter("ebb_inference_failures_total", "Inference requests that failed, per model and reason.",
-                    {{"model", model}, {"code", StatusCodeName(st.code())}})
-        .Increment();
+std::vector<ModelInfo> InferenceService::Index(bool ready_only) {
+  std::vector<ModelInfo> models = repository_->Index();
+  if (ready_only) std::erase_if(models, [](const ModelInfo& m) { return m.state != PoolState::kReady; });
+  return models;
+}
+
+Status InferenceService::Load(const std::string& model, const Parameters& parameters) {
+  InFlight in_flight(this);
+  std::optional<ModelConfig> config;
+  for (const auto& [key, value] : parameters) {
+    if (key != "config") {
+      return InvalidArgument("load parameter '" + key + "' is not supported: ebb loads models from its repository " +
+                             "folder and reads only the parameter 'config'");
+    }
+    const std::string* text = std::get_if<std::string>(&value);
+    if (!text) return InvalidArgument("load parameter 'config' must be a string holding a JSON model configuration");
+    ModelConfiguration current;
+    current.name = model;
+    if (auto now = Configuration(model); now.ok()) {
+      current = *now;
+    } else if (now.status().code() == StatusCode::kNotFound) {
+      return now.status();
+    }
+    auto parsed = ParseConfigOverride(*text, current);
+    if (!parsed.ok()) return parsed.status();
+    config = *parsed;
+  }
+  return repository_->Load(model, config);
+}
+
+Status InferenceService::Unload(const std::string& model, const Parameters& parameters) {
+  for (const auto& [key, value] : parameters) {
+    if (key != "unload_dependents") {
+      return InvalidArgument("unload parameter '" + key + "' is not supported (ebb reads 'unload_dependents')");
+    }
+    if (!std::holds_alternative<bool>(value)) return InvalidArgument("unload parameter 'unload_dependents' must be a bool");
+    // No ebb model depends on another: there is nothing more to unload.
+  }
+  return repository_->Unload(model);
+}
+
+Result<InferResponse> InferenceService::Infer(const std::string& model, const std::string& version,
+                                              const Decoder& decode) {
+  InFlight in_flight(this);
+  const auto start = Clock::now();
+  if (shutting_down_) return Unavailable("server is shutting down; retry on another instance");
+  // An unknown model or version is answered before any statistic or metric,
+  // so that a client cannot create entries or label values at will.
+  if (auto info = repository_->Info(model); !info.ok()) return info.status();
+  Result<std::string> resolved = repository_->ResolveVersion(model, version);
+  if (!resolved.ok()) return resolved.status();
+  Timings t;
+  auto finish = [&](const Status& st) {
+    t.total = NanosSince(start);
+    RecordOutcome(model, *resolved, st, t);
     return st;
   };
 
+  auto step = Clock::now();
   Result<InferRequest> request = decode();
-  if (!request.ok()) return fail(request.status());
-
-  Admission::Ticket ticket = admission_.Enter();
-  if (!ticket.admitted()) {
-    return fail(Unavailable("server busy: " + std::to_string(admission_.workers()) + " inferences running and " +
-                            std::to_string(admission_.queue()) + " waiting; retry later"));
+  t.input = NanosSince(step);
+  if (!request.ok()) return finish(request.status());
+  for (const auto& [output, k] : request->classification) {
+    if (k < 1) {
+      return finish(InvalidArgument("output '" + output + "': parameters.classification must be a positive integer"));
+    }
   }
-  InferResponse response{model, "1", request->id, {}};
+
+  step = Clock::now();
+  Admission::Ticket ticket = admission_.Enter();
+  t.queue = NanosSince(step);
+  if (!ticket.admitted()) {
+    return finish(Unavailable("server busy: " + std::to_string(admission_.workers()) + " inferences running and " +
+                              std::to_string(admission_.queue()) + " waiting; retry later"));
+  }
+  t.admitted = true;
+  InferResponse response{model, *resolved, request->id, {}};
   Status st = repository_->RunWithRecovery(
-      model, request->keep_alive_ms, [&](const ModelConfig& config, const std::shared_ptr<Session>& session) {
-        auto result = Execute(model, config, session, *request);
-        if (result.ok()) response.outputs = std::move(result).value();
-        return result.status().ok() ? Status::Ok() : result.status();
+      model, *resolved, request->keep_alive_ms,
+      [&](const ModelConfig& config, const std::shared_ptr<Session>& session) {
+        const auto run = Clock::now();
+        auto result = Execute(model, *resolved, config, session, *request);
+        t.infer = NanosSince(run);
+        if (!result.ok()) return result.status();
+        response.outputs = std::move(result).value();
+        return Status::Ok();
       });
-  if (!st.ok()) return fail(st);
-  metrics_
-      .GetHistogram("ebb_inference_duration_seconds", "Time to answer a successful inference request.",
-                    LatencyBuckets(), labels)
-      .Observe(SecondsSince(start));
+  if (!st.ok()) return finish(st);
+  t.ran = true;
+  step = Clock::now();
+  st = ClassifyOutputs(model, *request, &response.outputs);
+  t.output = NanosSince(step);
+  if (!st.ok()) return finish(st);
+  (void)finish(Status::Ok());
   return response;
 }
 
-Result<std::vector<NamedTensor>> InferenceService::Execute(const std::string& name, const ModelConfig& config,
+Status InferenceService::ClassifyOutputs(const std::string& model, const InferRequest& request,
+                                         std::vector<NamedTensor>* outputs) {
+  if (request.classification.empty()) return Status::Ok();
+  auto folder = repository_->Folder(model);
+  if (!folder.ok()) return folder.status();
+  for (NamedTensor& output : *outputs) {
+    auto k = request.classification.find(output.name);
+    if (k == request.classification.end()) continue;
+    Result<Tensor> classes = Classify(output.tensor, k->second, folder->labels, output.name);
+    if (!classes.ok()) return classes.status();
+    output.tensor = std::move(classes).value();
+  }
+  return Status::Ok();
+}
+
+void InferenceService::RecordOutcome(const std::string& model, const std::string& version, const Status& status,
+                                     const Timings& t) {
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    std::unique_ptr<Counters>& c = stats_[{model, version}];
+    if (!c) c = std::make_unique<Counters>();
+    ModelStatistics& s = c->stats;
+    if (t.admitted) Add(&s.queue, t.queue);
+    if (status.ok()) {
+      s.last_inference_ms = MillisSinceEpoch();
+      ++s.inference_count;
+      ++s.execution_count;
+      Add(&s.success, t.total);
+      Add(&s.compute_input, t.input);
+      Add(&s.compute_infer, t.infer);
+      Add(&s.compute_output, t.output);
+    } else {
+      Add(&s.fail, t.total);
+    }
+  }
+  const Labels labels = {{"model", model}};
+  metrics_.GetCounter("ebb_inference_requests_total", "Inference requests answered, per model.", labels).Increment();
+  if (status.ok()) {
+    metrics_
+        .GetHistogram("ebb_inference_duration_seconds", "Time to answer a successful inference request.",
+                      LatencyBuckets(), labels)
+        .Observe(static_cast<double>(t.total) / 1e9);
+  } else {
+    metrics_
+        .GetCounter("ebb_inference_failures_total", "Inference requests that failed, per model and reason.",
+                    {{"model", model}, {"code", StatusCodeName(status.code())}})
+        .Increment();
+  }
+}
+
+Result<std::vector<NamedTensor>> InferenceService::Execute(const std::string& name, const std::string& version,
+                                                           const ModelConfig& config,
                                                            const std::shared_ptr<Session>& session,
                                                            const InferRequest& request) {
-  if (config.kind == ModelKind::kImageToImage) return ExecuteImageOperation(name, config, session, request);
-  RunObserver observer = ReleaseCounter(name);
+  if (config.kind == ModelKind::kImageToImage) return ExecuteImageOperation(name, version, config, session, request);
+  RunObserver observer = ReleaseCounter(name, version);
   RunFlags flags;
   flags.outputs = request.outputs;
   flags.observer = &observer;
@@ -108,6 +324,7 @@ Result<std::vector<NamedTensor>> InferenceService::Execute(const std::string& na
 }
 
 Result<std::vector<NamedTensor>> InferenceService::ExecuteImageOperation(const std::string& name,
+                                                                        const std::string& version,
                                                                         const ModelConfig& config,
                                                                         const std::shared_ptr<Session>& session,
                                                                         const InferRequest& request) {
@@ -126,7 +343,7 @@ Result<std::vector<NamedTensor>> InferenceService::ExecuteImageOperation(const s
   for (const std::string& wanted : request.outputs) {
     if (wanted != out_name) return InvalidArgument("model '" + name + "' has one output, '" + out_name + "'");
   }
-  RunObserver observer = ReleaseCounter(name);
+  RunObserver observer = ReleaseCounter(name, version);
   OperationOptions options;
   options.observer = &observer;
   // Progress of the model's latest operation, for clients watching a long tiled request.
@@ -152,11 +369,12 @@ Result<std::vector<NamedTensor>> InferenceService::ExecuteImageOperation(const s
 }
 
 void InferenceService::CountPoolEvent(const PoolEvent& e) {
-  const Labels model = {{"model", e.name}};
+  const std::string name = ModelRepository::ModelOfPoolName(e.name);  // every version counts for its model
+  const Labels model = {{"model", name}};
   if (e.kind == PoolEvent::Kind::kEvict) {
     metrics_
         .GetCounter("ebb_model_evictions_total", "Models unloaded, per model and reason.",
-                    {{"model", e.name}, {"reason", EvictReasonName(e.reason)}})
+                    {{"model", name}, {"reason", EvictReasonName(e.reason)}})
         .Increment();
     return;
   }
@@ -170,10 +388,17 @@ void InferenceService::CountPoolEvent(const PoolEvent& e) {
   }
 }
 
-RunObserver InferenceService::ReleaseCounter(const std::string& model) {
+RunObserver InferenceService::ReleaseCounter(const std::string& model, const std::string& version) {
   Counter& releases = metrics_.GetCounter("ebb_releases_total", "Runs that gave arena memory back.", {{"model", model}});
-  return [&releases](const RunRecord& r) {
-    if (!r.release_spec.empty() || r.trimmed) releases.Increment();
+  return [this, &releases, model, version](const RunRecord& r) {
+    if (r.release_spec.empty() && !r.trimmed) return;
+    {
+      std::lock_guard<std::mutex> lock(stats_mu_);
+      std::unique_ptr<Counters>& c = stats_[{model, version}];
+      if (!c) c = std::make_unique<Counters>();
+      ++c->stats.releases;
+    }
+    releases.Increment();
   };
 }
 
@@ -225,18 +450,23 @@ void InferenceService::RegisterCollectors() {
     for (const std::string& d : Devices()) samples.push_back({{{"device", d}}, double(repository_->pool().used(d))});
     return samples;
   });
-  metrics_.AddCollector("ebb_model_charge_bytes", "A model's measured memory charge (load + transient peak).", [this] {
-    std::vector<std::pair<Labels, double>> samples;
+  metrics_.AddCollector("ebb_model_charge_bytes", "A model's measured memory charge (load + transient peak; all versions).", [this] {
+    std::map<std::string, double> charge;
     for (const ModelStatus& m : repository_->pool().Snapshot()) {
-      samples.push_back({{{"model", m.name}}, static_cast<double>(m.charge_bytes)});
+      charge[ModelRepository::ModelOfPoolName(m.name)] += static_cast<double>(m.charge_bytes);
     }
+    std::vector<std::pair<Labels, double>> samples;
+    for (const auto& [name, bytes] : charge) samples.push_back({{{"model", name}}, bytes});
     return samples;
   });
-  metrics_.AddCollector("ebb_model_ready", "1 when a model is loaded and ready, else 0.", [this] {
-    std::vector<std::pair<Labels, double>> samples;
+  metrics_.AddCollector("ebb_model_ready", "1 when a model (a version of it) is loaded and ready, else 0.", [this] {
+    std::map<std::string, double> ready;
     for (const ModelInfo& m : repository_->Index()) {
-      samples.push_back({{{"model", m.name}}, m.state == PoolState::kReady ? 1.0 : 0.0});
+      double& r = ready[m.name];
+      r = std::max(r, m.state == PoolState::kReady ? 1.0 : 0.0);
     }
+    std::vector<std::pair<Labels, double>> samples;
+    for (const auto& [name, value] : ready) samples.push_back({{{"model", name}}, value});
     return samples;
   });
 }

@@ -1,33 +1,43 @@
 // server/core/service.h — the server core: every KServe v2 operation, typed.
 //
 // InferenceService answers the Open Inference Protocol's operations (health,
-// metadata, inference, the model-repository extension) with typed values and
-// ebb Statuses; it knows no wire format. Front ends (server/http/, and any
-// other) decode requests into server/core/inference.h types, call one method
-// here, and encode the answer, mapping a Status to their own status codes in
-// exactly one place each (HTTP: server/http/rest_api.cc).
+// metadata, inference) and the extensions ebb implements (model repository,
+// model configuration, statistics, classification) with typed values and ebb
+// Statuses; it knows no wire format. Front ends (server/http/, server/grpc/)
+// decode requests into server/core/inference.h types, call one method here,
+// and encode the answer, mapping a Status to their own status codes in
+// exactly one place each (HTTP: ReplyFor in server/http/rest_api.cc; gRPC:
+// GrpcStatusFor in server/grpc/inference_api.cc).
 //
 // What is decided once, here, for every front end:
 //   * admission: at most `workers` inferences run, `queue` more wait, beyond
 //     that kUnavailable ("server busy") at once;
-//   * the model: resolved through the ModelRepository and its ModelPool
-//     (memory budget, on-demand loads, keep-alive, out-of-memory recovery);
+//   * the model and version: resolved through the ModelRepository and its
+//     ModelPool (memory budget, on-demand loads, keep-alive, out-of-memory
+//     recovery); looking at a model (metadata, config, ready, statistics,
+//     index) never loads it or evicts another;
 //   * how a model runs: a `tensor` model is one Session::Run; an
 //     `image_to_image` model runs the whole batch — every frame, every tile —
 //     as ONE operation and releases memory once, at its end;
-//   * metrics: requests, failures by code, latency, releases, pool events
-//     (loads, on-demand loads, switch time, evictions), and scrape-time gauges.
+//   * classification of outputs (classification.h);
+//   * statistics and metrics, counted together in one place (RecordOutcome),
+//     so that statistics and /metrics agree: requests, failures by code,
+//     latency, releases, pool events, scrape-time gauges.
 //
 // Lifecycle: Create() opens the repository; BeginShutdown() makes Ready()
-// false while requests in flight finish.
+// false and refuses new inferences (kUnavailable); WaitIdle() returns once the
+// calls in flight have ended.
 // Thread safety: every method may be called concurrently.
 // Ownership: the service owns its repository and metrics. REQUIRES: the
 // Runtime outlives the service.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -59,51 +69,82 @@ class InferenceService {
   const ServiceOptions& options() const { return options_; }
 
   // --- Health and metadata ------------------------------------------------
+  // In every method, `version` "" means the model's default (highest served)
+  // version; a version that is not served is kNotFound naming those that are.
   bool Live() const { return true; }
   // False once BeginShutdown() was called.
   bool Ready() const { return !shutting_down_; }
   ServerMetadata Metadata() const;
-  // A model's signature. Errors: kInvalidArgument (bad name), kNotFound, and
-  // load errors when it had to be loaded to be described.
-  Result<ModelMetadata> DescribeModel(const std::string& model);
-  // Whether a model is loaded and ready. Errors: kInvalidArgument, kNotFound.
-  Result<bool> ModelReady(const std::string& model);
+  // A model's signature, without loading it. Errors: kInvalidArgument (bad
+  // name, unreadable folder or model file), kNotFound.
+  Result<ModelMetadata> DescribeModel(const std::string& model, const std::string& version = "");
+  // Whether a model version is loaded and ready. Errors: kInvalidArgument, kNotFound.
+  Result<bool> ModelReady(const std::string& model, const std::string& version = "");
+  // The model configuration extension. Errors: as DescribeModel.
+  Result<ModelConfiguration> Configuration(const std::string& model, const std::string& version = "");
+  // The statistics extension: every served version of every model (model
+  // ""), of one model (version ""), or one version. Errors: as ModelReady.
+  Result<std::vector<ModelStatistics>> Statistics(const std::string& model = "", const std::string& version = "");
 
   // --- Model repository extension -----------------------------------------
-  std::vector<ModelInfo> Index();
-  Status Load(const std::string& model);
-  Status Unload(const std::string& model);
+  // Every served version; only the ready ones when `ready_only`.
+  std::vector<ModelInfo> Index(bool ready_only = false);
+  // Load parameters: "config" (a string: Triton's JSON model configuration,
+  // model_configuration.h), used instead of config.json until the next load
+  // without one. Unload parameters: "unload_dependents" (a bool; nothing
+  // depends on an ebb model). Any other parameter is kInvalidArgument.
+  Status Load(const std::string& model, const Parameters& parameters = {});
+  Status Unload(const std::string& model, const Parameters& parameters = {});
 
   // --- Inference ------------------------------------------------------------
   // Decodes the request on the calling thread; called only once the model is
   // known to exist, so that failures can be counted against it.
   using Decoder = std::function<Result<InferRequest>()>;
-  // Checks the model, counts the request, decodes it, waits for admission and
-  // runs it (with the pool's out-of-memory recovery).
-  // Errors: the decoder's, kInvalidArgument, kNotFound, kUnavailable (busy,
-  // not loaded, failed load), kResourceExhausted, kInternal.
-  Result<InferResponse> Infer(const std::string& model, const Decoder& decode);
+  // Checks the model and version, decodes the request, waits for admission,
+  // runs it (with the pool's out-of-memory recovery), classifies outputs, and
+  // records the outcome. Errors: the decoder's, kInvalidArgument, kNotFound,
+  // kUnavailable (busy, shutting down, not loaded, failed load),
+  // kResourceExhausted, kInternal.
+  Result<InferResponse> Infer(const std::string& model, const std::string& version, const Decoder& decode);
+  Result<InferResponse> Infer(const std::string& model, const Decoder& decode) { return Infer(model, "", decode); }
 
   // --- Operations -------------------------------------------------------------
   // The Prometheus text exposition of every metric.
   std::string RenderMetrics() const { return metrics_.Render(); }
-  // From now on Ready() is false; requests in flight finish.
+  // From now on Ready() is false and new inferences are refused; calls in flight finish.
   void BeginShutdown() { shutting_down_ = true; }
+  // Blocks until no inference or load is in flight.
+  void WaitIdle();
 
   ModelRepository& repository() { return *repository_; }
   MetricsRegistry& metrics() { return metrics_; }
 
  private:
+  // Time spent in each step of one request, in nanoseconds.
+  struct Timings {
+    uint64_t total = 0, queue = 0, input = 0, infer = 0, output = 0;
+    bool admitted = false, ran = false;
+  };
+  struct Counters;  // one model version's statistics
+  class InFlight;   // counts calls in flight for WaitIdle
+
   InferenceService(Runtime& runtime, ServiceOptions options);
-  Result<std::vector<NamedTensor>> Execute(const std::string& name, const ModelConfig& config,
-                                           const std::shared_ptr<Session>& session, const InferRequest& request);
-  Result<std::vector<NamedTensor>> ExecuteImageOperation(const std::string& name, const ModelConfig& config,
+  Result<std::vector<NamedTensor>> Execute(const std::string& name, const std::string& version,
+                                           const ModelConfig& config, const std::shared_ptr<Session>& session,
+                                           const InferRequest& request);
+  Result<std::vector<NamedTensor>> ExecuteImageOperation(const std::string& name, const std::string& version,
+                                                         const ModelConfig& config,
                                                          const std::shared_ptr<Session>& session,
                                                          const InferRequest& request);
+  Status ClassifyOutputs(const std::string& model, const InferRequest& request, std::vector<NamedTensor>* outputs);
+  // Statistics and metrics of one finished request, together.
+  void RecordOutcome(const std::string& model, const std::string& version, const Status& status,
+                     const Timings& timings);
+  ModelStatistics StatisticsOf(const ModelInfo& info);
   void CountPoolEvent(const PoolEvent& event);
   std::vector<std::string> Devices();
-  // Counts the runs of `model` that gave memory back (ebb_releases_total).
-  RunObserver ReleaseCounter(const std::string& model);
+  // Counts the runs of a model version that gave memory back (ebb_releases_total and its statistics).
+  RunObserver ReleaseCounter(const std::string& model, const std::string& version);
   void RegisterCollectors();
 
   Runtime& runtime_;
@@ -112,6 +153,13 @@ class InferenceService {
   MetricsRegistry metrics_;                       // before repository_: its pool reports into it
   std::unique_ptr<ModelRepository> repository_;
   std::atomic<bool> shutting_down_{false};
+
+  std::mutex stats_mu_;
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<Counters>> stats_;  // guarded by stats_mu_
+
+  std::mutex idle_mu_;
+  std::condition_variable idle_cv_;
+  int in_flight_ = 0;  // guarded by idle_mu_
 };
 
 }  // namespace ebb::server

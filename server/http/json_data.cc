@@ -208,6 +208,99 @@ struct BrainDecoder {
   static std::string Requirement() { return "a number within BF16 range or null"; }
 };
 
+// BYTES: a JSON string, its escapes resolved (\u0000 gives an embedded NUL; a lone surrogate, which
+// UTF-8 cannot hold, is refused). Appended to `out` in the KServe form: a 4-byte little-endian
+// length, then the bytes. The decoded string is never longer than its text, so memory stays
+// bounded by the body.
+struct StringDecoder {
+  static bool Decode(const Token& t, std::string* out);
+  static std::string Requirement() { return "a string"; }
+};
+
+unsigned HexValue(char c) {
+  if (c >= '0' && c <= '9') return static_cast<unsigned>(c - '0');
+  if (c >= 'a' && c <= 'f') return static_cast<unsigned>(c - 'a' + 10);
+  if (c >= 'A' && c <= 'F') return static_cast<unsigned>(c - 'A' + 10);
+  return 16;
+}
+
+// The four hex digits at p[0..3] as a code unit; false when they are not hex.
+bool Hex4(const char* p, unsigned* unit) {
+  *unit = 0;
+  for (int i = 0; i < 4; ++i) {
+    const unsigned v = HexValue(p[i]);
+    if (v > 15) return false;
+    *unit = *unit << 4 | v;
+  }
+  return true;
+}
+
+void AppendUtf8(unsigned cp, std::string* out) {
+  if (cp < 0x80) {
+    *out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    *out += static_cast<char>(0xc0 | cp >> 6);
+    *out += static_cast<char>(0x80 | (cp & 0x3f));
+  } else if (cp < 0x10000) {
+    *out += static_cast<char>(0xe0 | cp >> 12);
+    *out += static_cast<char>(0x80 | (cp >> 6 & 0x3f));
+    *out += static_cast<char>(0x80 | (cp & 0x3f));
+  } else {
+    *out += static_cast<char>(0xf0 | cp >> 18);
+    *out += static_cast<char>(0x80 | (cp >> 12 & 0x3f));
+    *out += static_cast<char>(0x80 | (cp >> 6 & 0x3f));
+    *out += static_cast<char>(0x80 | (cp & 0x3f));
+  }
+}
+
+bool StringDecoder::Decode(const Token& t, std::string* out) {
+  if (t.kind != Token::Kind::kString) return false;
+  const std::string_view body = t.text.substr(1, t.text.size() - 2);  // the scanner checked the quotes
+  const size_t length_at = out->size();
+  out->append(4, '\0');
+  for (size_t i = 0; i < body.size(); ++i) {
+    if (body[i] != '\\') {
+      *out += body[i];
+      continue;
+    }
+    const char e = body[++i];  // the scanner saw a character after every backslash
+    switch (e) {
+      case '"': *out += '"'; break;
+      case '\\': *out += '\\'; break;
+      case '/': *out += '/'; break;
+      case 'b': *out += '\b'; break;
+      case 'f': *out += '\f'; break;
+      case 'n': *out += '\n'; break;
+      case 'r': *out += '\r'; break;
+      case 't': *out += '\t'; break;
+      case 'u': {
+        unsigned unit = 0;
+        if (body.size() - i < 5 || !Hex4(body.data() + i + 1, &unit)) return false;
+        i += 4;
+        unsigned cp = unit;
+        if (unit >= 0xd800 && unit < 0xdc00) {  // a high surrogate needs its low one
+          unsigned low = 0;
+          if (body.size() - i < 7 || body[i + 1] != '\\' || body[i + 2] != 'u' || !Hex4(body.data() + i + 3, &low) ||
+              low < 0xdc00 || low >= 0xe000) {
+            return false;
+          }
+          i += 6;
+          cp = 0x10000 + ((unit - 0xd800) << 10) + (low - 0xdc00);
+        } else if (unit >= 0xdc00 && unit < 0xe000) {
+          return false;
+        }
+        AppendUtf8(cp, out);
+        break;
+      }
+      default: return false;
+    }
+  }
+  const size_t length = out->size() - length_at - 4;
+  if (length > 0xffffffffu) return false;
+  for (int b = 0; b < 4; ++b) (*out)[length_at + b] = static_cast<char>(length >> (8 * b) & 0xff);
+  return true;
+}
+
 // ---- Sinks: where elements go --------------------------------------------------------------------
 
 // Fixed-size elements into a preallocated buffer of `capacity`; elements beyond it are only
@@ -221,6 +314,18 @@ struct FixedSink {
 
   bool Put(const Token& t) {
     if (count < capacity && !Decoder::Decode(t, &out[count])) return false;
+    ++count;
+    return true;
+  }
+};
+
+// BYTES elements appended to one serialisation.
+struct StringSink {
+  std::string out;
+  int64_t count = 0;
+
+  bool Put(const Token& t) {
+    if (!StringDecoder::Decode(t, &out)) return false;
     ++count;
     return true;
   }
@@ -451,6 +556,25 @@ Result<Tensor> Decode(std::string_view text, const DataSpec& spec, size_t* end) 
   return tensor;
 }
 
+// BYTES: the strings go into one serialisation, which becomes the tensor's buffer.
+Result<Tensor> DecodeStrings(std::string_view text, const DataSpec& spec, size_t* end) {
+  Scanner scanner(text, spec.label, spec.body_offset);
+  StringSink sink;
+  Status st = scanner.Scan(sink, /*objects_are_elements=*/false, end);
+  if (!st.ok() && scanner.bad_element() != nullptr) {
+    const std::string_view at(scanner.bad_element(), static_cast<size_t>(text.data() + text.size() - scanner.bad_element()));
+    return InvalidArgument(std::string(spec.label) + ": element " + std::to_string(sink.count) + " is " +
+                           JsonExcerpt(at) + ", but BYTES needs " + StringDecoder::Requirement() +
+                           " (with valid escapes)");
+  }
+  if (!st.ok()) return st;
+  if (sink.count != spec.count) {
+    return InvalidArgument(std::string(spec.label) + ": 'data' has " + std::to_string(sink.count) +
+                           " elements but shape " + ShapeToString(spec.shape) + " needs " + std::to_string(spec.count));
+  }
+  return Tensor::FromSerializedBytes(spec.shape, sink.out);
+}
+
 }  // namespace
 
 Result<Tensor> DecodeJsonData(std::string_view text, const DataSpec& spec, size_t* end) {
@@ -468,6 +592,7 @@ Result<Tensor> DecodeJsonData(std::string_view text, const DataSpec& spec, size_
     case DataType::kBFloat16: return Decode<BrainDecoder>(text, spec, end);
     case DataType::kFloat32: return Decode<Float32Decoder>(text, spec, end);
     case DataType::kFloat64: return Decode<Float64Decoder>(text, spec, end);
+    case DataType::kBytes: return DecodeStrings(text, spec, end);
   }
   return Internal("unhandled data type");
 }

@@ -129,7 +129,6 @@ Result<const json*> Parameters(const std::optional<json>& value, const std::stri
 Result<DataType> ParseDatatype(const std::optional<json>& value, const std::string& label) {
   Result<std::string> name = RequiredString(value, "datatype", label);
   if (!name.ok()) return name.status();
-  if (*name == "BYTES") return InvalidArgument(label + ": BYTES tensors are not supported");
   const std::optional<DataType> type = ParseDataType(*name);
   if (!type) return InvalidArgument(label + ": unknown datatype " + Quote(*name));
   return *type;
@@ -155,10 +154,12 @@ Result<Shape> ParseShape(const std::optional<json>& value, const std::string& la
 }
 
 // Element count of `shape`, refusing shapes whose byte size would overflow int64 (checked on
-// the product of the non-zero dims, so ElementCount() can never overflow either).
+// the product of the non-zero dims, so ElementCount() can never overflow either). A BYTES element
+// takes at least its 4-byte length.
 Result<int64_t> CheckedElementCount(const Shape& shape, DataType type, const std::string& label,
                                     const ParseOptions& options) {
-  const int64_t limit = std::numeric_limits<int64_t>::max() / static_cast<int64_t>(ElementSize(type));
+  const int64_t unit = type == DataType::kBytes ? 4 : static_cast<int64_t>(ElementSize(type));
+  const int64_t limit = std::numeric_limits<int64_t>::max() / unit;
   int64_t product = 1;
   bool has_zero = false;
   for (const int64_t dim : shape) {
@@ -201,9 +202,12 @@ struct BinarySection {
   bool header_length_given = false;
 };
 
+// The input's bytes from the binary section. Fixed-size types need exactly count x element size;
+// BYTES take exactly `binary_size` bytes, which must hold `count` length-prefixed elements.
 Result<Tensor> TakeBinaryTensor(const std::string& label, DataType type, const Shape& shape, int64_t count,
                                 int64_t binary_size, BinarySection* binary) {
-  const int64_t expected = count * static_cast<int64_t>(ElementSize(type));
+  const bool is_bytes = type == DataType::kBytes;
+  const int64_t expected = is_bytes ? binary_size : count * static_cast<int64_t>(ElementSize(type));
   if (binary_size != expected) {
     return InvalidArgument(label + ": parameters.binary_data_size is " + std::to_string(binary_size) + " but shape " +
                            ShapeToString(shape) + " of " + DataTypeName(type) + " needs " + std::to_string(expected) +
@@ -214,6 +218,12 @@ Result<Tensor> TakeBinaryTensor(const std::string& label, DataType type, const S
     return InvalidArgument(label + ": binary data needs " + std::to_string(size) + " bytes but only " +
                            std::to_string(binary->rest.size()) + " remain in the body" +
                            (binary->header_length_given ? "" : " (no Inference-Header-Content-Length was given)"));
+  }
+  if (is_bytes) {
+    Result<Tensor> tensor = Tensor::FromSerializedBytes(shape, binary->rest.substr(0, size));
+    if (!tensor.ok()) return InvalidArgument(label + ": " + tensor.status().message());
+    binary->rest.remove_prefix(size);
+    return tensor;
   }
   Tensor tensor(type, shape);
   if (size > 0) std::memcpy(tensor.data(), binary->rest.data(), size);
@@ -565,6 +575,13 @@ Status ParseOneOutput(const json& output, size_t index, RestInferRequest* rest) 
   Result<const json*> params = Parameters(output, label);
   if (!params.ok()) return params.status();
   if (*params == nullptr) return Status::Ok();
+  if (const auto k = (*params)->find("classification"); k != (*params)->end()) {
+    int64_t count = 0;
+    if (!DecodeInteger(*k, &count) || count < 0) {
+      return InvalidArgument(label + ": parameters.classification must be a non-negative integer, got " + Excerpt(*k));
+    }
+    if (count > 0) request->classification[*name] = count;  // 0: not requested (as Triton's clients send it)
+  }
   const auto it = (*params)->find("binary_data");
   if (it == (*params)->end()) return Status::Ok();
   const auto* binary = it->get_ptr<const json::boolean_t*>();
@@ -685,6 +702,18 @@ void AppendJsonData(std::string* out, const Tensor& t) {
           out, t, [](std::string* o, uint16_t v) { AppendFloat32(o, static_cast<float>(BrainToDouble(v))); });
     case DataType::kFloat32: return AppendValues<float>(out, t, AppendFloat32);
     case DataType::kFloat64: return AppendValues<double>(out, t, AppendFloating<double>);
+    case DataType::kBytes: {
+      // JSON strings; bytes that are not UTF-8 become U+FFFD (binary data keeps them).
+      *out += '[';
+      bool first = true;
+      for (std::string_view v : t.strings()) {
+        if (!first) *out += ',';
+        first = false;
+        *out += Quote(v);
+      }
+      *out += ']';
+      return;
+    }
   }
 }
 

@@ -24,7 +24,11 @@
 // JSON parser reads back as exactly the same value, so finite values survive a JSON round trip
 // bit for bit (-0.0 included). NaN and ±Inf, which JSON cannot express, are written as null: NaN
 // survives a round trip, infinities come back as NaN.
-// BYTES tensors are not supported and are refused with a clear message.
+// BYTES: outputs are encoded as JSON strings (bytes that are not UTF-8 become U+FFFD) or, as
+// binary data, in the KServe form (each element a 4-byte little-endian length, then its bytes).
+// BYTES inputs: JSON "data" leaves must be strings (escapes resolved; \u0000 is an embedded NUL; a
+// lone surrogate is refused); as binary data, parameters.binary_data_size bytes holding exactly the
+// shape's element count in that same length-prefixed form.
 //
 // Every error is a kInvalidArgument Status whose message names the offending input; nothing here
 // throws, and no input, however malformed, makes the parser allocate more than the body justifies

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 #include <nlohmann/json.hpp>
 
+#include "core/model_configuration.h"
 #include "protocol.h"
 
 namespace ebb::server {
@@ -72,6 +74,9 @@ enum class Endpoint {
   kMetrics,
   kModelMetadata,
   kModelReady,
+  kModelConfig,
+  kModelStats,
+  kAllStats,
   kInfer,
   kIndex,
   kLoad,
@@ -85,7 +90,7 @@ struct Route {
   std::string version;  // "" = not given
 };
 
-// /v2/models/{m}[/versions/{v}][/ready|/infer]
+// /v2/models/{m}[/versions/{v}][/ready|/config|/stats|/infer]
 Route MatchModel(const std::vector<std::string>& s) {
   Route r;
   size_t next = 3;
@@ -96,6 +101,8 @@ Route MatchModel(const std::vector<std::string>& s) {
   }
   if (s.size() == next) return {Endpoint::kModelMetadata, "GET", r.model, r.version};
   if (s.size() == next + 1 && s[next] == "ready") return {Endpoint::kModelReady, "GET", r.model, r.version};
+  if (s.size() == next + 1 && s[next] == "config") return {Endpoint::kModelConfig, "GET", r.model, r.version};
+  if (s.size() == next + 1 && s[next] == "stats") return {Endpoint::kModelStats, "GET", r.model, r.version};
   if (s.size() == next + 1 && s[next] == "infer") return {Endpoint::kInfer, "POST", r.model, r.version};
   return {};
 }
@@ -106,6 +113,7 @@ Route Match(const std::vector<std::string>& s) {
   if (s.size() == 1) return {Endpoint::kServerMetadata, "GET", "", ""};
   if (s.size() == 3 && s[1] == "health" && s[2] == "live") return {Endpoint::kLive, "GET", "", ""};
   if (s.size() == 3 && s[1] == "health" && s[2] == "ready") return {Endpoint::kReady, "GET", "", ""};
+  if (s.size() == 3 && s[1] == "models" && s[2] == "stats") return {Endpoint::kAllStats, "GET", "", ""};
   if (s.size() >= 3 && s[1] == "models") return MatchModel(s);
   if (s.size() == 3 && s[1] == "repository" && s[2] == "index") return {Endpoint::kIndex, "POST", "", ""};
   if (s.size() == 5 && s[1] == "repository" && s[2] == "models") {
@@ -116,10 +124,72 @@ Route Match(const std::vector<std::string>& s) {
 }
 
 json IndexEntry(const ModelInfo& m) {
-  json entry = {{"name", m.name},         {"version", "1"},          {"state", PoolStateName(m.state)},
+  json entry = {{"name", m.name},         {"version", m.version},    {"state", PoolStateName(m.state)},
                 {"charge_bytes", m.charge_bytes}, {"in_flight", m.in_flight}, {"pinned", m.pinned}};
   if (!m.reason.empty()) entry["reason"] = m.reason;
   return entry;
+}
+
+json DurationJson(const Duration& d) { return {{"count", d.count}, {"ns", d.ns}}; }
+
+// Triton's statistics extension: one $model_stat, plus ebb's own figures under "ebb".
+json StatsEntry(const ModelStatistics& s) {
+  return {{"name", s.name},
+          {"version", s.version},
+          {"last_inference", s.last_inference_ms},
+          {"inference_count", s.inference_count},
+          {"execution_count", s.execution_count},
+          {"inference_stats",
+           {{"success", DurationJson(s.success)},
+            {"fail", DurationJson(s.fail)},
+            {"queue", DurationJson(s.queue)},
+            {"compute_input", DurationJson(s.compute_input)},
+            {"compute_infer", DurationJson(s.compute_infer)},
+            {"compute_output", DurationJson(s.compute_output)},
+            {"cache_hit", DurationJson({})},
+            {"cache_miss", DurationJson({})}}},
+          {"batch_stats", json::array()},
+          {"ebb",
+           {{"state", s.state},
+            {"releases", s.releases},
+            {"loads", s.loads},
+            {"charge_bytes", s.charge_bytes},
+            {"transient_peak_bytes", s.transient_peak_bytes}}}};
+}
+
+// The body of a repository request: empty, or a JSON object.
+Result<json> OptionalJsonObject(std::string_view body, const char* what) {
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return json::object();
+  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgument(std::string("the ") + what + " request body must be a JSON object");
+  return j;
+}
+
+// {"parameters": {...}} of a load or unload request, typed.
+Result<Parameters> RepositoryParameters(std::string_view body, const char* what) {
+  Result<json> j = OptionalJsonObject(body, what);
+  if (!j.ok()) return j.status();
+  Parameters parameters;
+  const auto it = j->find("parameters");
+  if (it == j->end()) return parameters;
+  if (!it->is_object()) return InvalidArgument(std::string("the ") + what + " request's 'parameters' must be an object");
+  for (const auto& [key, value] : it->items()) {
+    if (value.is_boolean()) {
+      parameters[key] = value.get<bool>();
+    } else if (value.is_number_integer() &&
+               !(value.is_number_unsigned() && value.get<uint64_t>() > uint64_t{std::numeric_limits<int64_t>::max()})) {
+      parameters[key] = value.get<int64_t>();
+    } else if (value.is_number()) {
+      parameters[key] = value.get<double>();
+    } else if (value.is_string()) {
+      parameters[key] = value.get<std::string>();
+    } else if (key == "config" && value.is_object()) {
+      parameters[key] = value.dump();  // a configuration sent as an object rather than a string
+    } else {
+      return InvalidArgument(std::string(what) + " parameter '" + key + "' must be a bool, a number or a string");
+    }
+  }
+  return parameters;
 }
 
 }  // namespace
@@ -173,7 +243,7 @@ HttpReply RestApi::Handle(const HttpRequest& request) {
     }
     case Endpoint::kMetrics: return {200, s.RenderMetrics(), "text/plain; version=0.0.4; charset=utf-8", {}};
     case Endpoint::kModelMetadata: {
-      Result<ModelMetadata> m = s.DescribeModel(route.model);
+      Result<ModelMetadata> m = s.DescribeModel(route.model, route.version);
       if (!m.ok()) return ReplyFor(m.status());
       return JsonReply(200, {{"name", m->name},
                              {"versions", m->versions},
@@ -182,31 +252,49 @@ HttpReply RestApi::Handle(const HttpRequest& request) {
                              {"outputs", Describe(m->outputs)}});
     }
     case Endpoint::kModelReady: {
-      Result<bool> ready = s.ModelReady(route.model);
+      Result<bool> ready = s.ModelReady(route.model, route.version);
       if (!ready.ok()) return ReplyFor(ready.status());
       return JsonReply(*ready ? 200 : 400, {{"name", route.model}, {"ready", *ready}});
     }
-    case Endpoint::kInfer: return Infer(route.model, request);
-    case Endpoint::kIndex: {
+    case Endpoint::kModelConfig: {
+      Result<ModelConfiguration> c = s.Configuration(route.model, route.version);
+      if (!c.ok()) return ReplyFor(c.status());
+      return {200, ModelConfigurationToJson(*c), "application/json", {}};
+    }
+    case Endpoint::kModelStats:
+    case Endpoint::kAllStats: {
+      Result<std::vector<ModelStatistics>> stats = s.Statistics(route.model, route.version);
+      if (!stats.ok()) return ReplyFor(stats.status());
       json list = json::array();
-      for (const ModelInfo& m : s.Index()) list.push_back(IndexEntry(m));
+      for (const ModelStatistics& m : *stats) list.push_back(StatsEntry(m));
+      return JsonReply(200, {{"model_stats", list}});
+    }
+    case Endpoint::kInfer: return Infer(route.model, route.version, request);
+    case Endpoint::kIndex: {
+      Result<json> body = OptionalJsonObject(request.body, "repository index");
+      if (!body.ok()) return ReplyFor(body.status());
+      const auto ready = body->find("ready");
+      if (ready != body->end() && !ready->is_boolean()) return ErrorReply(400, "'ready' must be true or false");
+      json list = json::array();
+      for (const ModelInfo& m : s.Index(ready != body->end() && ready->get<bool>())) list.push_back(IndexEntry(m));
       return JsonReply(200, list);
     }
-    case Endpoint::kLoad: {
-      if (Status st = s.Load(route.model); !st.ok()) return ReplyFor(st);
-      return JsonReply(200, json::object());
-    }
+    case Endpoint::kLoad:
     case Endpoint::kUnload: {
-      if (Status st = s.Unload(route.model); !st.ok()) return ReplyFor(st);
+      const bool load = route.endpoint == Endpoint::kLoad;
+      Result<Parameters> parameters = RepositoryParameters(request.body, load ? "load" : "unload");
+      if (!parameters.ok()) return ReplyFor(parameters.status());
+      Status st = load ? s.Load(route.model, *parameters) : s.Unload(route.model, *parameters);
+      if (!st.ok()) return ReplyFor(st);
       return JsonReply(200, json::object());
     }
   }
   return ErrorReply(500, "unrouted endpoint");
 }
 
-HttpReply RestApi::Infer(const std::string& model, const HttpRequest& request) {
+HttpReply RestApi::Infer(const std::string& model, const std::string& version, const HttpRequest& request) {
   BinaryOutputs binary;
-  Result<InferResponse> response = service_.Infer(model, [&]() -> Result<InferRequest> {
+  Result<InferResponse> response = service_.Infer(model, version, [&]() -> Result<InferRequest> {
     std::optional<size_t> json_length;
     if (auto header = request.Header(kInferenceHeaderContentLength)) {
       Result<size_t> parsed = ParseHeaderContentLength(*header);

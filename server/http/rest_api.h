@@ -10,10 +10,11 @@
 // always with the body {"error": "<message>"}.
 //
 // Endpoints: GET /v2/health/live, /v2/health/ready, /v2, /metrics,
-// /v2/models/{m}[/versions/{v}], /v2/models/{m}[/versions/{v}]/ready;
-// POST /v2/models/{m}[/versions/{v}]/infer, /v2/repository/index,
-// /v2/repository/models/{m}/load, /v2/repository/models/{m}/unload.
-// An unknown path is 404; a known path with the wrong method is 405.
+// /v2/models/stats, /v2/models/{m}[/versions/{v}][/ready|/config|/stats];
+// POST /v2/models/{m}[/versions/{v}]/infer, /v2/repository/index (body empty
+// or {"ready": bool}), /v2/repository/models/{m}/load and .../unload (body
+// empty or {"parameters": {...}}). One trailing slash is ignored ("/v2/" is
+// "/v2"). An unknown path is 404; a known path with the wrong method is 405.
 //
 // Thread safety: Handle() may be called concurrently.
 // Ownership: the request's views must stay valid during Handle(); the reply
@@ -61,7 +62,7 @@ class RestApi {
   HttpReply Handle(const HttpRequest& request);
 
  private:
-  HttpReply Infer(const std::string& model, const HttpRequest& request);
+  HttpReply Infer(const std::string& model, const std::string& version, const HttpRequest& request);
 
   InferenceService& service_;
 };

@@ -1,0 +1,107 @@
+// `ebb bench grpc`: what the gRPC front end costs, beside HTTP, in one run.
+// The model and input of `bench http` (the small `tiny` model, one [1,64]
+// FP32 input) go in-process through the run boundary, over HTTP/1.1 as JSON
+// (keep-alive, one client), and over gRPC (one channel; the input in
+// raw_input_contents, as Triton's clients send it; and in typed
+// fp32_contents), interleaved; and a request that does nothing on each
+// (ServerLive, GET /v2/health/live), the floor of each transport.
+// Overhead = median over the wire - median in-process.
+// Goal: gRPC overhead p50 <= HTTP overhead p50.
+#include <grpcpp/grpcpp.h>
+#include <httplib.h>
+
+#include <thread>
+
+#include "bench_server.h"
+#include "grpc/grpc_server.h"
+#include "grpc/inference_api.h"
+#include "grpc_service.grpc.pb.h"
+
+namespace ebb::cli {
+
+int BenchGrpc(const BenchOptions& options) {
+  const int n = options.iterations ? options.iterations : 2000;
+  std::unique_ptr<BenchServer> b = BenchServer::Start(options);
+  if (!b) return 1;
+  const std::string model = b->model_label;
+  std::unique_ptr<grpc::Service> inference = server::MakeGrpcInferenceService(b->service());
+  server::GrpcServer grpc_server({.port = 0});
+  grpc_server.AddService(inference.get(), server::kGrpcInferenceServiceName);
+  if (Status st = grpc_server.Start(); !st.ok()) return Fail(st);
+  const std::vector<float>& values = b->values;
+
+  inference::ModelInferRequest raw, typed;
+  for (inference::ModelInferRequest* r : {&raw, &typed}) {
+    r->set_model_name(b->model);
+    auto* tensor = r->add_inputs();
+    tensor->set_name(b->input_name);
+    tensor->set_datatype("FP32");
+    for (int64_t d : b->shape) tensor->add_shape(d);
+  }
+  raw.add_raw_input_contents(values.data(), values.size() * sizeof(float));
+  typed.mutable_inputs(0)->mutable_contents()->mutable_fp32_contents()->Add(values.begin(), values.end());
+
+  httplib::Client client("127.0.0.1", b->http_port());
+  client.set_keep_alive(true);
+  client.set_tcp_nodelay(true);
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_server.port()),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = inference::GRPCInferenceService::NewStub(channel);
+  auto grpc_infer = [&](const inference::ModelInferRequest& request) {
+    grpc::ClientContext context;
+    inference::ModelInferResponse response;
+    return stub->ModelInfer(&context, request, &response).ok() && response.raw_output_contents_size() == 1;
+  };
+  std::vector<double> local_us, http_us, raw_us, typed_us, live_us, http_live_us;
+  int failures = 0;
+  for (int i = 0; i < n + 50; ++i) {  // the first 50 of each warm up
+    double t0 = NowMs();
+    failures += b->session()->Run(b->inputs).ok() ? 0 : 1;
+    double t1 = NowMs();
+    auto res = client.Post(b->infer_path.c_str(), b->json_body, "application/json");
+    double t2 = NowMs();
+    failures += res && res->status == 200 ? 0 : 1;
+    failures += grpc_infer(raw) ? 0 : 1;
+    double t3 = NowMs();
+    failures += grpc_infer(typed) ? 0 : 1;
+    double t4 = NowMs();
+    grpc::ClientContext context;
+    inference::ServerLiveResponse live;
+    failures += stub->ServerLive(&context, {}, &live).ok() ? 0 : 1;  // gRPC's own floor
+    double t5 = NowMs();
+    auto http_live = client.Get("/v2/health/live");  // HTTP's
+    double t6 = NowMs();
+    failures += http_live && http_live->status == 200 ? 0 : 1;
+    if (i >= 50) {
+      http_live_us.push_back((t6 - t5) * 1000);
+      local_us.push_back((t1 - t0) * 1000);
+      http_us.push_back((t2 - t1) * 1000);
+      raw_us.push_back((t3 - t2) * 1000);
+      typed_us.push_back((t4 - t3) * 1000);
+      live_us.push_back((t5 - t4) * 1000);
+    }
+  }
+  grpc_server.Shutdown();
+  client.stop();  // close the keep-alive connection, or the server waits for it to time out
+  b.reset();
+  const double local_p50 = Median(local_us);
+  const double http_overhead = Median(http_us) - local_p50, grpc_overhead = Median(raw_us) - local_p50;
+  PrintJson({{"model", model},
+             {"requests", n},
+             {"failures", failures},
+             {"in_process_p50_us", local_p50},
+             {"http_p50_us", Median(http_us)},
+             {"http_p99_us", Percentile(http_us, 0.99)},
+             {"http_overhead_p50_us", http_overhead},
+             {"grpc_raw_p50_us", Median(raw_us)},
+             {"grpc_raw_p99_us", Percentile(raw_us, 0.99)},
+             {"grpc_overhead_p50_us", grpc_overhead},
+             {"grpc_overhead_p99_us", Percentile(raw_us, 0.99) - local_p50},
+             {"grpc_typed_p50_us", Median(typed_us)},
+             {"grpc_server_live_p50_us", Median(live_us)},
+             {"http_health_live_p50_us", Median(http_live_us)},
+             {"goals", {{"grpc_overhead_p50_at_most_http", grpc_overhead <= http_overhead}}}});
+  return failures ? 1 : 0;
+}
+
+}  // namespace ebb::cli

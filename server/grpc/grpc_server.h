@@ -1,0 +1,60 @@
+// server/grpc/grpc_server.h — the gRPC transport of `ebb serve`.
+//
+// Listens on one port (HTTP/2, no TLS) and serves every gRPC service added to
+// it: the v2 inference service (server/grpc/inference_api.h), the standard
+// health service grpc.health.v1.Health (gRPC's own default implementation:
+// Check and Watch, answering SERVING until SetServing(false), for the whole
+// server "" and for each service added), and whatever comes next on the same
+// port (AddService). Messages are received up to `max_message_bytes` (larger
+// ones get RESOURCE_EXHAUSTED from gRPC itself) and sent without limit. gRPC
+// runs calls on its own threads; inference is bounded by the core's
+// admission queue, as over HTTP.
+//
+// Lifecycle: AddService() any number of times, then Start() once; Shutdown()
+// stops listening, cancels what is still open (health watches), and returns
+// when every call has ended. For a graceful stop, call SetServing(false) and
+// wait for the core to go idle (InferenceService::WaitIdle) first.
+// Thread safety: SetServing() and Shutdown() may be called from any thread;
+// the rest from one.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "ebb/status.h"
+
+namespace grpc {
+class Service;
+}  // namespace grpc
+
+namespace ebb::server {
+
+struct GrpcOptions {
+  std::string host = "127.0.0.1";        // loopback unless asked otherwise
+  int port = 8001;                       // 0 picks a free port
+  size_t max_message_bytes = 256u << 20;  // largest request message (ebb serve: --max-body-bytes)
+};
+
+class GrpcServer {
+ public:
+  explicit GrpcServer(GrpcOptions options);
+  ~GrpcServer();
+
+  // Serves `service` too; `name` is its full name for the health service
+  // ("inference.GRPCInferenceService"). REQUIRES: before Start(); `service`
+  // outlives the server.
+  void AddService(grpc::Service* service, const std::string& name);
+  // Binds and starts serving on gRPC's threads. Errors: kUnavailable.
+  Status Start();
+  // The bound port (after Start).
+  int port() const;
+  // What the health service answers (SERVING after Start).
+  void SetServing(bool serving);
+  void Shutdown();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ebb::server

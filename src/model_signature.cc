@@ -1,0 +1,249 @@
+// ReadModelSignature: the graph inputs and outputs of an ONNX file, read from
+// its protobuf encoding (see ebb/model_signature.h). Only the few fields on the
+// way are decoded; everything else, weights included, is skipped by seeking.
+//
+// The messages and field numbers (onnx/onnx.proto):
+//   ModelProto        7: graph (GraphProto)
+//   GraphProto        5: initializer (TensorProto), 11: input, 12: output (ValueInfoProto)
+//   TensorProto       8: name
+//   ValueInfoProto    1: name, 2: type (TypeProto)
+//   TypeProto         1: tensor_type (TypeProto.Tensor); any other field: not a tensor
+//   TypeProto.Tensor  1: elem_type (the TensorProto.DataType numbers, which are
+//                        ORT's ONNXTensorElementDataType), 2: shape (TensorShapeProto)
+//   TensorShapeProto  1: dim (Dimension: 1 dim_value, 2 dim_param)
+#include "ebb/model_signature.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "session_state.h"
+
+namespace ebb {
+namespace {
+
+enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
+
+// Reads protobuf fields from a stream between its position and `end`.
+class Cursor {
+ public:
+  Cursor(std::istream& in, uint64_t pos, uint64_t end) : in_(in), pos_(pos), end_(end) {}
+
+  bool done() const { return pos_ >= end_; }
+  uint64_t pos() const { return pos_; }
+
+  // The next field's number and wire type.
+  Status Tag(uint32_t* field, uint32_t* wire) {
+    uint64_t tag = 0;
+    EBB_RETURN_IF_ERROR(Varint(&tag));
+    *field = static_cast<uint32_t>(tag >> 3);
+    *wire = static_cast<uint32_t>(tag & 7);
+    return Status::Ok();
+  }
+
+  Status Varint(uint64_t* value) {
+    *value = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (pos_ >= end_) return Truncated();
+      const int c = in_.get();
+      if (c == EOF) return Truncated();
+      ++pos_;
+      *value |= static_cast<uint64_t>(c & 0x7f) << shift;
+      if ((c & 0x80) == 0) return Status::Ok();
+    }
+    return InvalidArgument("malformed varint");
+  }
+
+  // The length of a length-delimited field, checked against the enclosing end.
+  Status Length(uint64_t* length) {
+    EBB_RETURN_IF_ERROR(Varint(length));
+    if (*length > end_ - pos_) return Truncated();
+    return Status::Ok();
+  }
+
+  // A cursor over the next `length` bytes; this one moves past them.
+  Cursor Sub(uint64_t length) {
+    Cursor sub(in_, pos_, pos_ + length);
+    pos_ += length;
+    return sub;
+  }
+
+  Status String(uint64_t length, std::string* out) {
+    out->resize(length);
+    Seek();
+    if (length && !in_.read(out->data(), static_cast<std::streamsize>(length))) return Truncated();
+    pos_ += length;
+    return Status::Ok();
+  }
+
+  // Skips the value of a field of wire type `wire`.
+  Status SkipValue(uint32_t wire) {
+    uint64_t n = 0;
+    switch (wire) {
+      case kVarint: return Varint(&n);
+      case kFixed64: n = 8; break;
+      case kFixed32: n = 4; break;
+      case kLengthDelimited: EBB_RETURN_IF_ERROR(Length(&n)); break;
+      default: return InvalidArgument("unsupported protobuf wire type " + std::to_string(wire));
+    }
+    if (n > end_ - pos_) return Truncated();
+    pos_ += n;
+    return Status::Ok();
+  }
+
+  // Positions the stream at pos() (a sub-cursor may have been read after us).
+  void Seek() { in_.seekg(static_cast<std::streamoff>(pos_)); }
+
+ private:
+  static Status Truncated() { return InvalidArgument("truncated"); }
+
+  std::istream& in_;
+  uint64_t pos_, end_;
+};
+
+// Calls on_field(field, cursor) for every length-delimited field whose number
+// is in `wanted` (on_field must consume its value); skips the rest.
+template <typename OnField>
+Status ForEachField(Cursor& c, std::initializer_list<uint32_t> wanted, OnField on_field) {
+  while (!c.done()) {
+    c.Seek();
+    uint32_t field = 0, wire = 0;
+    EBB_RETURN_IF_ERROR(c.Tag(&field, &wire));
+    if (std::find(wanted.begin(), wanted.end(), field) != wanted.end()) {
+      EBB_RETURN_IF_ERROR(on_field(field, wire));
+    } else {
+      EBB_RETURN_IF_ERROR(c.SkipValue(wire));
+    }
+  }
+  return Status::Ok();
+}
+
+Status ExpectDelimited(uint32_t wire, const char* what) {
+  return wire == kLengthDelimited ? Status::Ok() : InvalidArgument(std::string(what) + " has the wrong wire type");
+}
+
+Status ParseDim(Cursor& c, int64_t* dim) {
+  *dim = -1;
+  return ForEachField(c, {1, 2}, [&](uint32_t field, uint32_t wire) {
+    if (field == 1 && wire == kVarint) {
+      uint64_t v = 0;
+      EBB_RETURN_IF_ERROR(c.Varint(&v));
+      *dim = static_cast<int64_t>(v);
+      return Status::Ok();
+    }
+    return c.SkipValue(wire);  // dim_param: symbolic, -1
+  });
+}
+
+Status ParseShape(Cursor& c, Shape* shape) {
+  return ForEachField(c, {1}, [&](uint32_t, uint32_t wire) {
+    EBB_RETURN_IF_ERROR(ExpectDelimited(wire, "dim"));
+    uint64_t n = 0;
+    EBB_RETURN_IF_ERROR(c.Length(&n));
+    Cursor dim = c.Sub(n);
+    shape->push_back(-1);
+    return ParseDim(dim, &shape->back());
+  });
+}
+
+Status ParseTensorType(Cursor& c, TensorInfo* info, bool* typed) {
+  return ForEachField(c, {1, 2}, [&](uint32_t field, uint32_t wire) {
+    if (field == 1 && wire == kVarint) {
+      uint64_t elem = 0;
+      EBB_RETURN_IF_ERROR(c.Varint(&elem));
+      const std::optional<DataType> type = detail::FromOnnxType(static_cast<ONNXTensorElementDataType>(elem));
+      if (!type) {
+        return InvalidArgument("'" + info->name + "' has an element type ebb does not support (ONNX element type " +
+                               std::to_string(elem) + ")");
+      }
+      info->type = *type;
+      *typed = true;
+      return Status::Ok();
+    }
+    if (field != 2) return c.SkipValue(wire);
+    EBB_RETURN_IF_ERROR(ExpectDelimited(wire, "shape"));
+    uint64_t n = 0;
+    EBB_RETURN_IF_ERROR(c.Length(&n));
+    Cursor shape = c.Sub(n);
+    return ParseShape(shape, &info->shape);
+  });
+}
+
+Status ParseValueInfo(Cursor& c, TensorInfo* info) {
+  bool tensor = false, typed = false;
+  EBB_RETURN_IF_ERROR(ForEachField(c, {1, 2}, [&](uint32_t field, uint32_t wire) {
+    EBB_RETURN_IF_ERROR(ExpectDelimited(wire, "value info"));
+    uint64_t n = 0;
+    EBB_RETURN_IF_ERROR(c.Length(&n));
+    if (field == 1) return c.String(n, &info->name);
+    Cursor type = c.Sub(n);
+    return ForEachField(type, {1, 2, 4, 5, 8, 9}, [&](uint32_t kind, uint32_t kind_wire) {
+      if (kind != 1) return InvalidArgument("'" + info->name + "' is not a tensor; ebb serves tensor inputs and outputs only");
+      EBB_RETURN_IF_ERROR(ExpectDelimited(kind_wire, "tensor type"));
+      uint64_t m = 0;
+      EBB_RETURN_IF_ERROR(type.Length(&m));
+      Cursor tensor_type = type.Sub(m);
+      tensor = true;
+      return ParseTensorType(tensor_type, info, &typed);
+    });
+  }));
+  if (!tensor || !typed) return InvalidArgument("'" + info->name + "' has no tensor type");
+  return Status::Ok();
+}
+
+Status ParseGraph(Cursor& c, ModelSignature* signature) {
+  std::vector<TensorInfo> inputs;
+  std::set<std::string> initializers;
+  EBB_RETURN_IF_ERROR(ForEachField(c, {5, 11, 12}, [&](uint32_t field, uint32_t wire) {
+    EBB_RETURN_IF_ERROR(ExpectDelimited(wire, "graph field"));
+    uint64_t n = 0;
+    EBB_RETURN_IF_ERROR(c.Length(&n));
+    Cursor sub = c.Sub(n);
+    if (field == 5) {
+      return ForEachField(sub, {8}, [&](uint32_t, uint32_t name_wire) {
+        EBB_RETURN_IF_ERROR(ExpectDelimited(name_wire, "initializer name"));
+        uint64_t m = 0;
+        std::string name;
+        EBB_RETURN_IF_ERROR(sub.Length(&m));
+        EBB_RETURN_IF_ERROR(sub.String(m, &name));
+        initializers.insert(std::move(name));
+        return Status::Ok();
+      });
+    }
+    std::vector<TensorInfo>& list = field == 11 ? inputs : signature->outputs;
+    list.emplace_back();
+    return ParseValueInfo(sub, &list.back());
+  }));
+  for (TensorInfo& t : inputs) {
+    if (!initializers.contains(t.name)) signature->inputs.push_back(std::move(t));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ModelSignature> ReadModelSignature(const std::string& path) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) return NotFound("no model file '" + path + "'");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot open model file '" + path + "'");
+  Cursor model(in, 0, size);
+  ModelSignature signature;
+  bool has_graph = false;
+  Status st = ForEachField(model, {7}, [&](uint32_t, uint32_t wire) {
+    EBB_RETURN_IF_ERROR(ExpectDelimited(wire, "graph"));
+    uint64_t n = 0;
+    EBB_RETURN_IF_ERROR(model.Length(&n));
+    Cursor graph = model.Sub(n);
+    has_graph = true;
+    signature = {};  // the last graph field wins, as in protobuf
+    return ParseGraph(graph, &signature);
+  });
+  if (st.ok() && !has_graph) st = InvalidArgument("no graph");
+  if (!st.ok()) return InvalidArgument("'" + path + "' is not an ONNX model ebb can describe: " + st.message());
+  return signature;
+}
+
+}  // namespace ebb
