@@ -19,6 +19,9 @@
 namespace ebb {
 namespace {
 
+constexpr bool kHasBenchmarks = EBB_HAS_BENCHMARKS;
+
+
 const std::string kModels = EBB_MODELS_DIR;
 const std::string kFixtures = kModels + "/../tests/fixtures/";
 
@@ -189,14 +192,19 @@ TEST_F(CliTest, EveryCommandTakesAModelFileAFolderOrAName) {
     EXPECT_EQ(info["inputs"][0]["name"], "x");
   }
   const std::string convnet = kModels + "/convnet";
-  for (const std::string& model : {convnet, convnet + "/model.onnx", std::string("convnet")}) {
+  // The bench commands are not built in the sanitizer builds (EBB_BUILD_BENCHMARKS=OFF).
+  const std::vector<std::string> bench_models =
+      kHasBenchmarks ? std::vector<std::string>{convnet, convnet + "/model.onnx", "convnet"} : std::vector<std::string>{};
+  const std::vector<std::string> http_models =
+      kHasBenchmarks ? std::vector<std::string>{folder, folder + "/model.onnx"} : std::vector<std::string>{};
+  for (const std::string& model : bench_models) {
     SCOPED_TRACE(model);
     Outcome o = Ebb("bench overhead --model " + model + " --models " + kModels +
                     " --device cpu --size 32 --iterations 2");
     ASSERT_EQ(o.exit_code, 0) << o.output;
     EXPECT_EQ(JsonIn(o.output)["iterations"], 2) << o.output;
   }
-  for (const std::string& model : {folder, folder + "/model.onnx"}) {  // served through a repository
+  for (const std::string& model : http_models) {  // served through a repository
     SCOPED_TRACE(model);
     Outcome o = Ebb("bench http --model " + model + " --device cpu --iterations 3");
     ASSERT_EQ(o.exit_code, 0) << o.output;
@@ -212,10 +220,14 @@ TEST_F(CliTest, AMissingModelIsTheSameClearErrorInEveryCommand) {
   const std::string missing = "no_such_model";
   const std::string message = "model 'no_such_model' not found: no such model file or model folder, and no folder "
                               "'no_such_model' under --models '" + kModels + "'";
-  for (const std::string& command :
-       {"info " + missing, "run " + missing + " -i " + kFixtures + "astronaut_96.png -o " + Path("o.png"),
-        "bench overhead --model " + missing, "bench floor --model " + missing, "bench release --model " + missing,
-        "bench http --model " + missing, "bench switch --model " + missing, "bench sessions --model " + missing}) {
+  std::vector<std::string> commands = {"info " + missing,
+                                       "run " + missing + " -i " + kFixtures + "astronaut_96.png -o " + Path("o.png")};
+  if (kHasBenchmarks) {  // not built in the sanitizer builds
+    for (const char* bench : {"overhead", "floor", "release", "http", "switch", "sessions"}) {
+      commands.push_back(std::string("bench ") + bench + " --model " + missing);
+    }
+  }
+  for (const std::string& command : commands) {
     SCOPED_TRACE(command);
     Outcome o = Ebb(command + " --models " + kModels + " --device cpu");
     EXPECT_EQ(o.exit_code, 1);
