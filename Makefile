@@ -43,7 +43,7 @@ ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 
 	LSAN_OPTIONS=suppressions=$(SAN)/lsan.supp:print_suppressions=0 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:suppressions=$(SAN)/ubsan.supp
 TSAN_ENV := TSAN_OPTIONS=suppressions=$(SAN)/tsan.supp:halt_on_error=1:second_deadlock_stack=1
-SAN_CMAKE := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g -DNDEBUG" -DEBB_BUILD_BENCHMARKS=OFF \
+SAN_CMAKE := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DEBB_BUILD_BENCHMARKS=OFF \
 	-DEBB_BUILD_PYTHON=OFF
 
 asan: setup
