@@ -164,6 +164,20 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   serve_cmd->add_flag("!--no-load", serve.load_all, "do not load the models at start-up");
   serve_cmd->add_flag("!--no-load-on-demand", serve.load_on_demand, "answer 503 for models not loaded");
+  auto* modelmesh_flag = serve_cmd->add_flag(
+      "--modelmesh", serve.modelmesh,
+      "also serve ModelMesh's model-runtime SPI (mmesh.ModelRuntime) on the gRPC port; its runtimeStatus unloads "
+      "every model");
+  serve_cmd->add_option("--model-root", serve.model_root,
+                        "ModelMesh: loadModel paths must resolve inside this folder (default: --repository)")
+      ->needs(modelmesh_flag);
+  auto* model_name_opt = serve_cmd->add_option(
+      "--model-name", serve.model_name, "KServe single-model form: serve the model of --model-dir under this name");
+  auto* model_dir_opt = serve_cmd->add_option(
+      "--model-dir", serve.model_dir,
+      "KServe single-model form: the model folder (model.onnx, one .onnx file, or N/model.onnx), e.g. /mnt/models");
+  model_name_opt->needs(model_dir_opt);
+  model_dir_opt->needs(model_name_opt);
 
   CommonOptions info_common;
   std::string info_model;
