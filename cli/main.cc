@@ -226,6 +226,13 @@ int main(int argc, char** argv) {
   footprint_cmd->add_option("--worker-model", footprint.worker_model)->group("");
   footprint_cmd->add_option("--worker-level", footprint.worker_level)->group("");
   footprint_cmd->add_option("--worker-cache-dir", footprint.worker_cache_dir)->group("");
+  ModelMeshBenchOptions modelmesh_bench;
+  auto* modelmesh_cmd = bench_cmd->add_subcommand(
+      "modelmesh", "sizes reported to ModelMesh (predicted, loaded, modelSize) against measured RSS growth per model");
+  AddCommon(modelmesh_cmd, &modelmesh_bench.common);
+  modelmesh_cmd->add_option("--generated", modelmesh_bench.generated_dir, "folder of the generated conv_<N>mb models");
+  modelmesh_cmd->add_option("--sizes", modelmesh_bench.sizes, "generated models, MB of weights")->capture_default_str();
+  modelmesh_cmd->add_flag("--json", modelmesh_bench.json, "print JSON (the only output format)");
   auto* json_cmd = add_bench("json", "decoding a 4 MB JSON FP32 tensor: throughput and peak memory, beside a copy");
 
 #endif
@@ -254,6 +261,7 @@ int main(int argc, char** argv) {
   if (*sessions_cmd) return BenchSessions(bench);
   if (*footprint_cmd) return BenchFootprint(footprint);
   if (*json_cmd) return BenchJson(bench);
+  if (*modelmesh_cmd) return BenchModelMesh(modelmesh_bench);
 #endif
   return 1;
 }
