@@ -35,6 +35,15 @@ struct FootprintOptions {
 
 int BenchFootprint(const FootprintOptions& options);
 
+// `ebb bench modelmesh`: the sizes reported to ModelMesh against measured RSS (bench_modelmesh.cc).
+struct ModelMeshBenchOptions {
+  CommonOptions common;
+  std::string generated_dir;         // --generated: default `generated_models` beside the binary
+  std::string sizes = "10,100,300";  // generated conv models, MB of weights
+  bool json = true;
+};
+int BenchModelMesh(const ModelMeshBenchOptions& options);
+
 // `options` with `fallback` as its model when none was given.
 inline BenchOptions WithModel(BenchOptions options, const char* fallback) {
   if (options.model.empty()) options.model = fallback;

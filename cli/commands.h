@@ -40,6 +40,14 @@ struct ServeOptions {
   int grpc_port = 8001;        // 0 = no gRPC; -1 = any free port
   server::ServiceOptions service;
   PoolOptions pool;
+  // ModelMesh: serve mmesh.ModelRuntime on the gRPC port (off by default:
+  // its runtimeStatus unloads every model).
+  bool modelmesh = false;
+  std::string model_root;  // loadModel paths must resolve under it; "" = the repository
+  // KServe's single-model form: the model in `model_dir` (KServe mounts it at
+  // /mnt/models) served as `model_name`, loaded at start; ready once loaded.
+  std::string model_name;
+  std::string model_dir;
 };
 int Serve(const ServeOptions& options);
 

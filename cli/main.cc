@@ -164,6 +164,20 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   serve_cmd->add_flag("!--no-load", serve.load_all, "do not load the models at start-up");
   serve_cmd->add_flag("!--no-load-on-demand", serve.load_on_demand, "answer 503 for models not loaded");
+  auto* modelmesh_flag = serve_cmd->add_flag(
+      "--modelmesh", serve.modelmesh,
+      "also serve ModelMesh's model-runtime SPI (mmesh.ModelRuntime) on the gRPC port; its runtimeStatus unloads "
+      "every model");
+  serve_cmd->add_option("--model-root", serve.model_root,
+                        "ModelMesh: loadModel paths must resolve inside this folder (default: --repository)")
+      ->needs(modelmesh_flag);
+  auto* model_name_opt = serve_cmd->add_option(
+      "--model-name", serve.model_name, "KServe single-model form: serve the model of --model-dir under this name");
+  auto* model_dir_opt = serve_cmd->add_option(
+      "--model-dir", serve.model_dir,
+      "KServe single-model form: the model folder (model.onnx, one .onnx file, or N/model.onnx), e.g. /mnt/models");
+  model_name_opt->needs(model_dir_opt);
+  model_dir_opt->needs(model_name_opt);
 
   CommonOptions info_common;
   std::string info_model;
@@ -212,6 +226,13 @@ int main(int argc, char** argv) {
   footprint_cmd->add_option("--worker-model", footprint.worker_model)->group("");
   footprint_cmd->add_option("--worker-level", footprint.worker_level)->group("");
   footprint_cmd->add_option("--worker-cache-dir", footprint.worker_cache_dir)->group("");
+  ModelMeshBenchOptions modelmesh_bench;
+  auto* modelmesh_cmd = bench_cmd->add_subcommand(
+      "modelmesh", "sizes reported to ModelMesh (predicted, loaded, modelSize) against measured RSS growth per model");
+  AddCommon(modelmesh_cmd, &modelmesh_bench.common);
+  modelmesh_cmd->add_option("--generated", modelmesh_bench.generated_dir, "folder of the generated conv_<N>mb models");
+  modelmesh_cmd->add_option("--sizes", modelmesh_bench.sizes, "generated models, MB of weights")->capture_default_str();
+  modelmesh_cmd->add_flag("--json", modelmesh_bench.json, "print JSON (the only output format)");
   auto* json_cmd = add_bench("json", "decoding a 4 MB JSON FP32 tensor: throughput and peak memory, beside a copy");
 
 #endif
@@ -240,6 +261,7 @@ int main(int argc, char** argv) {
   if (*sessions_cmd) return BenchSessions(bench);
   if (*footprint_cmd) return BenchFootprint(footprint);
   if (*json_cmd) return BenchJson(bench);
+  if (*modelmesh_cmd) return BenchModelMesh(modelmesh_bench);
 #endif
   return 1;
 }

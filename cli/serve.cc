@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "commands.h"
 #include "grpc/grpc_server.h"
 #include "grpc/inference_api.h"
+#include "grpc/modelmesh_api.h"
 
 namespace ebb::cli {
 namespace {
@@ -100,21 +102,43 @@ int Serve(const ServeOptions& o) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  if (o.modelmesh && o.grpc_port == 0) {
+    return Fail(InvalidArgument("--modelmesh serves ModelMesh's SPI on the gRPC port: it needs --grpc-port (not 0)"));
+  }
+  const bool single_model = !o.model_name.empty();
+  std::optional<server::ModelFile> single_file;
+  if (single_model) {
+    auto file = server::ResolveModelFile(o.model_dir, o.model_dir);
+    if (!file.ok()) return Fail(file.status());
+    single_file = *file;
+  }
   auto runtime = MakeRuntime(o.common);
   if (!runtime) return 1;
   server::ModelRepository::Options repo_options;
-  repo_options.root = o.repository;
+  repo_options.root = single_model ? o.model_dir : o.repository;
+  repo_options.scan = !single_model;  // the single model only, not the folders beside it
   repo_options.load_on_demand = o.load_on_demand;
   repo_options.default_device = o.common.device;
   repo_options.pool = o.pool;
   auto service = server::InferenceService::Create(*runtime, repo_options, o.service);
   if (!service.ok()) return Fail(service.status());
   server::ModelRepository& repository = (*service)->repository();
+  if (single_model) {
+    if (Status st = repository.Attach(o.model_name, *single_file, /*pinned=*/true); !st.ok()) return Fail(st);
+    (*service)->RequireLoaded({o.model_name});  // ready once it is loaded (below, after the ports are open)
+  }
+  std::unique_ptr<server::ModelMeshRuntime> modelmesh;
+  if (o.modelmesh) {
+    const std::string root = o.model_root.empty() ? repository.root() : o.model_root;
+    std::error_code ec;
+    if (!std::filesystem::is_directory(root, ec)) return Fail(NotFound("--model-root '" + root + "' is not a folder"));
+    modelmesh = std::make_unique<server::ModelMeshRuntime>(**service, server::ModelMeshOptions{.model_root = root});
+  }
   for (const server::FolderProblem& p : repository.Problems()) {
     std::fprintf(stderr, "ebb: warning: folder '%s' of the repository is not served: %s\n", p.folder.c_str(),
                  p.reason.c_str());
   }
-  if (o.load_all) {
+  if (o.load_all && !single_model) {
     for (const auto& [name, status] : repository.LoadAll()) {
       std::fprintf(stderr, "ebb: model '%s' did not load: %s\n", name.c_str(), status.ToString().c_str());
     }
@@ -122,34 +146,57 @@ int Serve(const ServeOptions& o) {
   server::RestApi api(**service);
   server::HttpServer http(api, o.http);
   if (Status st = http.Bind(); !st.ok()) return Fail(st);
-  std::unique_ptr<grpc::Service> inference = server::MakeGrpcInferenceService(**service);
+  std::unique_ptr<grpc::Service> inference = server::MakeGrpcInferenceService(**service, o.modelmesh);
+  std::unique_ptr<grpc::Service> model_runtime;
   server::GrpcServer grpc_server({o.http.host, std::max(o.grpc_port, 0), o.http.max_body_bytes});
   if (o.grpc_port != 0) {
     grpc_server.AddService(inference.get(), server::kGrpcInferenceServiceName);
+    if (modelmesh) {
+      model_runtime = server::MakeGrpcModelRuntimeService(*modelmesh);
+      grpc_server.AddService(model_runtime.get(), server::kModelRuntimeServiceName);
+    }
     if (Status st = grpc_server.Start(); !st.ok()) return Fail(st);
   }
 
   const std::string url = "http://" + o.http.host + ":" + std::to_string(http.port());
   std::printf("ebb serve: %s (repository %s)\n", url.c_str(), repository.root().c_str());
   if (o.grpc_port != 0) std::printf("ebb serve: grpc %s:%d\n", o.http.host.c_str(), grpc_server.port());
+  if (modelmesh) {
+    std::printf("ebb serve: ModelMesh model runtime (mmesh.ModelRuntime) on the gRPC port, model root %s\n",
+                modelmesh->options().model_root.c_str());
+  }
+  if (single_model) std::printf("ebb serve: model '%s' from %s\n", o.model_name.c_str(), o.model_dir.c_str());
   for (const server::ModelInfo& m : repository.Index()) {
     std::printf("  %-20s %-3s %s\n", m.name.c_str(), m.version.c_str(), PoolStateName(m.state));
   }
-  PrintHint(repository, url);
+  if (!single_model) PrintHint(repository, url);  // the single model loads below
   std::fflush(stdout);
 
   std::thread serving([&http] { http.Serve(); });
+  int exit_code = 0;
   int signal = 0;
-  sigwait(&signals, &signal);
-  std::printf("ebb serve: %s received, finishing requests in flight\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
-  std::fflush(stdout);
+  if (single_model) {
+    // Loaded while the ports answer (live, not ready), so that a slow load does not fail a liveness probe.
+    if (Status st = (*service)->Load(o.model_name); !st.ok()) {
+      std::fprintf(stderr, "ebb: model '%s' did not load: %s\n", o.model_name.c_str(), st.ToString().c_str());
+      exit_code = 1;
+    } else {
+      std::printf("ebb serve: model '%s' loaded, ready\n", o.model_name.c_str());
+      std::fflush(stdout);
+    }
+  }
+  if (exit_code == 0) {
+    sigwait(&signals, &signal);
+    std::printf("ebb serve: %s received, finishing requests in flight\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
+    std::fflush(stdout);
+  }
   (*service)->BeginShutdown();    // not ready; new inferences refused
   grpc_server.SetServing(false);  // grpc.health.v1: NOT_SERVING
   http.Stop();                    // stops listening; HTTP requests in flight finish
   (*service)->WaitIdle();         // every inference and load in flight, over either front end
   grpc_server.Shutdown();         // stops listening, ends what is left (health watches)
   serving.join();
-  return 0;
+  return exit_code;
 }
 
 }  // namespace ebb::cli

@@ -244,16 +244,27 @@ Result<Lease> ModelPool::AcquireImpl(const std::string& name, const AcquireOptio
   std::unique_lock<std::mutex> lock(mu_);
   auto it = entries_.find(name);
   if (it == entries_.end()) return NotFound("unknown model '" + name + "'");
-  Entry& e = *it->second;
+  Entry* entry = it->second.get();
+  // After a wait the entry may have been removed (Remove): look it up again.
+  auto still_there = [&] {
+    auto again = entries_.find(name);
+    entry = again == entries_.end() ? nullptr : again->second.get();
+    return entry != nullptr;
+  };
   // Clamped, so that adding it to the clock cannot overflow.
   const auto deadline = Clock::now() + std::clamp(options_.wait_for_capacity, std::chrono::milliseconds(0),
                                                   std::chrono::milliseconds(kMaxWaitForCapacityMs));
   Status failure;
   while (true) {
-    if (e.state == PoolState::kLoading) {
+    if (entry->state == PoolState::kLoading) {
       changed_.wait(lock);
+      if (!still_there()) {
+        failure = NotFound("model '" + name + "' was removed");
+        break;
+      }
       continue;
     }
+    Entry& e = *entry;
     const std::string device = DeviceOf(e);
     if (e.state == PoolState::kReady) {
       // Before an operation too: charges grow as models run, so the models
@@ -272,6 +283,10 @@ Result<Lease> ModelPool::AcquireImpl(const std::string& name, const AcquireOptio
     }
     if (Clock::now() < deadline) {
       changed_.wait_until(lock, deadline);
+      if (!still_there()) {
+        failure = NotFound("model '" + name + "' was removed");
+        break;
+      }
       continue;
     }
     failure = ResourceExhausted("the memory budget of " + std::to_string(budget(device)) + " bytes on " + device +
@@ -285,6 +300,7 @@ Result<Lease> ModelPool::AcquireImpl(const std::string& name, const AcquireOptio
     Emit(events);
     return failure;
   }
+  Entry& e = *entry;
   ++e.in_flight;
   ++in_flight_;
   ++generation_;
@@ -383,6 +399,27 @@ Status ModelPool::Unload(const std::string& name) {
     if (it->second->state == PoolState::kReady) EvictLocked(*it->second, EvictReason::kUnload, &events);
     it->second->reason = "unloaded";
   }
+  Emit(events);
+  return Status::Ok();
+}
+
+Status ModelPool::Remove(const std::string& name) {
+  std::vector<PoolEvent> events;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto it = entries_.find(name);
+    if (it == entries_.end()) return NotFound("unknown model '" + name + "'");
+    while (it->second->state == PoolState::kLoading) {
+      changed_.wait(lock);
+      it = entries_.find(name);
+      if (it == entries_.end()) return Status::Ok();  // removed meanwhile
+    }
+    if (it->second->state == PoolState::kReady) EvictLocked(*it->second, EvictReason::kUnload, &events);
+    it->second->reason = "removed";
+    // A lease still out decrements its entry when it ends: keep the entry until then.
+    if (it->second->in_flight == 0) entries_.erase(it);
+  }
+  changed_.notify_all();
   Emit(events);
   return Status::Ok();
 }

@@ -55,8 +55,21 @@ struct MemoryReading {
 int64_t ReadRssBytes();
 // Peak resident set size (VmHWM), in bytes.
 int64_t ReadPeakRssBytes();
-// Total physical memory of the machine, in bytes.
+// The memory this process may use, in bytes: the machine's physical memory,
+// or the memory limit of the process's control group when that is lower (a
+// container's limit: CgroupMemoryLimitBytes). Read once.
 int64_t PhysicalMemoryBytes();
+// The lowest memory limit of the control groups this process is in, read
+// from the cgroup file system mounted at `cgroup_root`: cgroup v2
+// `memory.max` and cgroup v1 `memory/memory.limit_in_bytes`, at the root of the
+// mount (what a container sees of its own group) and under the group named
+// for the process in `proc_self_cgroup` (the text of /proc/self/cgroup: the
+// `0::/path` line for v2, the `N:memory:/path` line for v1) and its parents.
+// "max", a value of 2^60 bytes or more (v1's "no limit" is 2^63 rounded down to
+// a page), a missing or unreadable file all mean no limit. Returns 0 when no
+// file sets a limit.
+int64_t CgroupMemoryLimitBytes(const std::string& cgroup_root = "/sys/fs/cgroup",
+                               const std::string& proc_self_cgroup = "/proc/self/cgroup");
 // GPU memory per device through NVML; empty when no driver is present.
 std::vector<GpuMemory> ReadGpuMemory();
 

@@ -166,6 +166,11 @@ class ModelPool {
   // applies its keep-alive; unloads one (even pinned).
   Status Load(const std::string& name);
   Status Unload(const std::string& name);
+  // Unloads a model (as Unload, waiting for a load in progress) and forgets
+  // it: kNotFound afterwards, until it is Added again. A lease still out keeps
+  // its session until it ends; while one is out the entry stays, unloaded,
+  // with reason "removed". Errors: kNotFound (unknown).
+  Status Remove(const std::string& name);
   // Unloads idle models whose keep-alive ran out (the pool's thread does this too).
   void ReapNow();
 

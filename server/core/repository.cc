@@ -104,6 +104,7 @@ std::string ModelRepository::PoolName(const ModelFolder& model, const std::strin
 }
 
 std::string ModelRepository::ModelPath(const ModelFolder& model, const std::string& version) const {
+  if (!model.file.empty()) return model.file;
   const fs::path folder = fs::path(options_.root) / model.name;
   return ((model.versioned ? folder / version : folder) / "model.onnx").string();
 }
@@ -164,10 +165,19 @@ Result<ModelFolder> ModelRepository::Read(const std::string& name, std::optional
 }
 
 Result<ModelFolder> ModelRepository::Register(const std::string& name, bool reread, std::optional<ModelConfig> config) {
-  if (!reread && !config) {
+  {
     std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = models_.find(name); it != models_.end()) return it->second;
+    auto it = models_.find(name);
+    if (it != models_.end() && !it->second.file.empty()) {  // attached: registered by Attach only
+      if (config) {
+        it->second.config = *config;
+        it->second.config_from_request = true;
+      }
+      return it->second;
+    }
+    if (!reread && !config && it != models_.end()) return it->second;
   }
+  if (!options_.scan) return NotFound("unknown model '" + name + "'");
   Result<ModelFolder> model = Read(name, std::move(config));
   std::vector<std::string> stale;
   {
@@ -210,15 +220,18 @@ Result<std::string> ModelRepository::ResolveVersion(const std::string& name, con
 }
 
 std::vector<ModelInfo> ModelRepository::Index() {
-  std::vector<std::string> names;
+  std::set<std::string> found;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(options_.root, ec)) names.push_back(entry.path().filename().string());
-  std::sort(names.begin(), names.end());
+  if (options_.scan) {
+    for (const auto& entry : fs::directory_iterator(options_.root, ec)) found.insert(entry.path().filename().string());
+  }
+  for (const std::string& name : Attached()) found.insert(name);
+  const std::vector<std::string> names(found.begin(), found.end());
   std::vector<ModelInfo> models;
   for (const std::string& name : names) {
     auto model = Register(name, /*reread=*/false);
     if (!model.ok()) {
-      if (FolderOf(name).ok()) models.push_back({name, "", PoolState::kUnloaded, model.status().message()});
+      if (options_.scan && FolderOf(name).ok()) models.push_back({name, "", PoolState::kUnloaded, model.status().message()});
       continue;
     }
     for (const std::string& v : model->versions) {
@@ -231,7 +244,7 @@ std::vector<ModelInfo> ModelRepository::Index() {
 Result<ModelInfo> ModelRepository::Info(const std::string& name, const std::string& version) {
   auto model = Register(name, /*reread=*/false);
   if (!model.ok()) {
-    if (!FolderOf(name).ok()) return model.status();
+    if (!options_.scan || !FolderOf(name).ok()) return model.status();
     return ModelInfo{name, "", PoolState::kUnloaded, model.status().message()};
   }
   auto resolved = ResolveVersion(name, version);
@@ -246,7 +259,10 @@ std::vector<FolderProblem> ModelRepository::Problems() {
   std::vector<FolderProblem> problems;
   std::error_code ec;
   std::vector<fs::directory_entry> entries;
-  for (const auto& entry : fs::directory_iterator(options_.root, ec)) entries.push_back(entry);
+  if (!options_.scan) return problems;
+  for (const auto& entry : fs::directory_iterator(options_.root, ec)) {
+    if (!IsAttached(entry.path().filename().string())) entries.push_back(entry);
+  }
   std::sort(entries.begin(), entries.end());
   for (const auto& entry : entries) {
     if (!entry.is_directory(ec)) continue;
@@ -299,6 +315,55 @@ Status ModelRepository::Unload(const std::string& name) {
   if (!model.ok()) return model.status();
   for (const std::string& v : model->versions) EBB_RETURN_IF_ERROR(pool_->Unload(PoolName(*model, v)));
   return Status::Ok();
+}
+
+Status ModelRepository::Attach(const std::string& name, const ModelFile& file, bool pinned) {
+  if (!ValidName(name)) {
+    return InvalidArgument("invalid model name '" + name + "' (letters, digits, '.', '_', '-'; not starting with '.')");
+  }
+  const fs::path folder = fs::path(file.path).parent_path();
+  auto config = LoadModelConfig(folder.string());
+  if (!config.ok()) return InvalidArgument(config.status().message());
+  const auto device = DeviceRequest::Parse(config->device.empty() ? options_.default_device : config->device);
+  if (!device.ok()) return InvalidArgument(folder.string() + "/config.json: " + device.status().message());
+  bool replaced = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto old = models_.find(name);
+    replaced = old != models_.end() && (old->second.file.empty() || old->second.file != file.path);
+  }
+  if (replaced) (void)pool_->Unload(name);  // another file (or a folder model) under this name
+  ModelFolder model{name, false, {file.version}, *config, false, ReadLabels(folder / "labels.txt"), file.path};
+  std::lock_guard<std::mutex> lock(mu_);
+  pool_->Add({name, file.path, {.device = *device}, pinned || config->pinned, config->keep_alive_ms});
+  bad_configs_.erase(name);
+  models_[name] = std::move(model);
+  return Status::Ok();
+}
+
+Status ModelRepository::Detach(const std::string& name) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = models_.find(name);
+    if (it == models_.end() || it->second.file.empty()) return Status::Ok();
+    models_.erase(it);
+  }
+  return pool_->Remove(name);
+}
+
+std::vector<std::string> ModelRepository::Attached() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> names;
+  for (const auto& [name, model] : models_) {
+    if (!model.file.empty()) names.push_back(name);
+  }
+  return names;
+}
+
+bool ModelRepository::IsAttached(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = models_.find(name);
+  return it != models_.end() && !it->second.file.empty();
 }
 
 std::vector<std::pair<std::string, Status>> ModelRepository::LoadAll() {

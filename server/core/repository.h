@@ -19,6 +19,14 @@
 // version folder) must resolve inside it (no symlink escapes). No request can
 // name a path outside it.
 //
+// Attached models: a model file anywhere under a root the caller confined it
+// to (server/core/model_path.h) can be served under a name of the same form
+// (Attach): ModelMesh's loadModel and KServe's --model-dir. An attached model
+// is flat (one version: its version folder's number, else "1"), reads the
+// config.json and labels.txt beside its file when there are any, and takes
+// precedence over a repository folder of the same name. Detach forgets it.
+// With Options::scan false only attached models are served.
+//
 // Loading, the memory budget, eviction and keep-alive are the ModelPool's
 // (ebb/model_pool.h): each served version is one pool entry, named after the
 // model ("m" for a flat folder, "m/3" for version 3 of a versioned one). The
@@ -43,6 +51,7 @@
 #include "ebb/model_pool.h"
 #include "ebb/model_signature.h"
 #include "ebb/runtime.h"
+#include "model_path.h"
 
 namespace ebb::server {
 
@@ -67,6 +76,7 @@ struct ModelFolder {
   ModelConfig config;                 // config.json, or the last load request's configuration
   bool config_from_request = false;
   std::vector<std::string> labels;    // labels.txt
+  std::string file;                   // attached (Attach): the model file; "" for a repository folder
 };
 
 // A folder of the repository that cannot be served, and why.
@@ -88,6 +98,7 @@ class ModelRepository {
  public:
   struct Options {
     std::string root;            // the repository folder
+    bool scan = true;            // serve the root's sub-folders as models (false: attached models only)
     bool load_on_demand = true;  // a request to a model not loaded loads it
     std::string default_device = "auto";  // for models whose config.json names none
     PoolOptions pool;            // memory budget, waiting, default keep-alive
@@ -124,6 +135,20 @@ class ModelRepository {
   Status Load(const std::string& name, std::optional<ModelConfig> config = std::nullopt);
   // Unloads every version of a model; a session goes when the last request using it ends.
   Status Unload(const std::string& name);
+  // Serves the model file `file.path` under `name` (not loaded yet: Load).
+  // REQUIRES: the caller confined the path (ResolveModelFile). Attaching a
+  // name again with another file unloads the old one first. `pinned`: never
+  // evicted to fit the budget or by keep-alive.
+  // Errors: kInvalidArgument (a name not of [A-Za-z0-9._-] or starting with
+  // '.', a broken config.json beside the file).
+  Status Attach(const std::string& name, const ModelFile& file, bool pinned = false);
+  // Unloads an attached model and forgets it (kNotFound afterwards). OK when
+  // `name` is not attached.
+  Status Detach(const std::string& name);
+  // The names of the attached models.
+  std::vector<std::string> Attached() const;
+  bool IsAttached(const std::string& name) const;
+
   // Loads every model; returns the failures (the others load).
   std::vector<std::pair<std::string, Status>> LoadAll();
 

@@ -78,6 +78,15 @@ Result<std::unique_ptr<InferenceService>> InferenceService::Create(Runtime& runt
   return service;
 }
 
+bool InferenceService::Ready() const {
+  if (shutting_down_) return false;
+  for (const std::string& model : required_) {
+    auto info = repository_->Info(model);
+    if (!info.ok() || info->state != PoolState::kReady) return false;
+  }
+  return true;
+}
+
 ServerMetadata InferenceService::Metadata() const {
   return {"ebb",
           Version(),

@@ -72,8 +72,12 @@ class InferenceService {
   // In every method, `version` "" means the model's default (highest served)
   // version; a version that is not served is kNotFound naming those that are.
   bool Live() const { return true; }
-  // False once BeginShutdown() was called.
-  bool Ready() const { return !shutting_down_; }
+  // False once BeginShutdown() was called, and while a model named by
+  // RequireLoaded is not loaded.
+  bool Ready() const;
+  // Ready() only while these models are loaded (KServe's single-model form:
+  // the pod is ready once its model is). REQUIRES: before serving starts.
+  void RequireLoaded(std::vector<std::string> models) { required_ = std::move(models); }
   ServerMetadata Metadata() const;
   // A model's signature, without loading it. Errors: kInvalidArgument (bad
   // name, unreadable folder or model file), kNotFound.
@@ -153,6 +157,7 @@ class InferenceService {
   MetricsRegistry metrics_;                       // before repository_: its pool reports into it
   std::unique_ptr<ModelRepository> repository_;
   std::atomic<bool> shutting_down_{false};
+  std::vector<std::string> required_;  // set before serving, read-only after
 
   std::mutex stats_mu_;
   std::map<std::pair<std::string, std::string>, std::unique_ptr<Counters>> stats_;  // guarded by stats_mu_

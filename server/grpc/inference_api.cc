@@ -101,7 +101,7 @@ Parameters RepositoryParameters(const Map& in) {
 
 class InferenceApi final : public inference::GRPCInferenceService::Service {
  public:
-  explicit InferenceApi(InferenceService& core) : core_(core) {}
+  InferenceApi(InferenceService& core, bool model_id_header) : core_(core), model_id_header_(model_id_header) {}
 
   grpc::Status ServerLive(ServerContext*, const inference::ServerLiveRequest*,
                           inference::ServerLiveResponse* out) override {
@@ -115,9 +115,9 @@ class InferenceApi final : public inference::GRPCInferenceService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status ModelReady(ServerContext*, const inference::ModelReadyRequest* in,
+  grpc::Status ModelReady(ServerContext* context, const inference::ModelReadyRequest* in,
                           inference::ModelReadyResponse* out) override {
-    Result<bool> ready = core_.ModelReady(in->name(), in->version());
+    Result<bool> ready = core_.ModelReady(ModelName(context, in->name()), in->version());
     if (!ready.ok()) return GrpcStatusFor(ready.status());
     out->set_ready(*ready);
     return grpc::Status::OK;
@@ -132,9 +132,9 @@ class InferenceApi final : public inference::GRPCInferenceService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status ModelMetadata(ServerContext*, const inference::ModelMetadataRequest* in,
+  grpc::Status ModelMetadata(ServerContext* context, const inference::ModelMetadataRequest* in,
                              inference::ModelMetadataResponse* out) override {
-    Result<server::ModelMetadata> m = core_.DescribeModel(in->name(), in->version());
+    Result<server::ModelMetadata> m = core_.DescribeModel(ModelName(context, in->name()), in->version());
     if (!m.ok()) return GrpcStatusFor(m.status());
     out->set_name(m->name);
     for (const std::string& v : m->versions) out->add_versions(v);
@@ -144,9 +144,9 @@ class InferenceApi final : public inference::GRPCInferenceService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status ModelInfer(ServerContext*, const inference::ModelInferRequest* in,
+  grpc::Status ModelInfer(ServerContext* context, const inference::ModelInferRequest* in,
                           inference::ModelInferResponse* out) override {
-    Result<InferResponse> response = core_.Infer(in->model_name(), in->model_version(), [&] {
+    Result<InferResponse> response = core_.Infer(ModelName(context, in->model_name()), in->model_version(), [&] {
       return DecodeModelInferRequest(*in, core_.options().max_input_elements);
     });
     if (!response.ok()) return GrpcStatusFor(response.status());
@@ -154,17 +154,18 @@ class InferenceApi final : public inference::GRPCInferenceService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status ModelConfig(ServerContext*, const inference::ModelConfigRequest* in,
+  grpc::Status ModelConfig(ServerContext* context, const inference::ModelConfigRequest* in,
                            inference::ModelConfigResponse* out) override {
-    Result<ModelConfiguration> c = core_.Configuration(in->name(), in->version());
+    Result<ModelConfiguration> c = core_.Configuration(ModelName(context, in->name()), in->version());
     if (!c.ok()) return GrpcStatusFor(c.status());
     FillConfig(*c, out->mutable_config());
     return grpc::Status::OK;
   }
 
-  grpc::Status ModelStatistics(ServerContext*, const inference::ModelStatisticsRequest* in,
+  grpc::Status ModelStatistics(ServerContext* context, const inference::ModelStatisticsRequest* in,
                                inference::ModelStatisticsResponse* out) override {
-    Result<std::vector<server::ModelStatistics>> stats = core_.Statistics(in->name(), in->version());
+    Result<std::vector<server::ModelStatistics>> stats =
+        core_.Statistics(ModelName(context, in->name()), in->version());
     if (!stats.ok()) return GrpcStatusFor(stats.status());
     for (const server::ModelStatistics& s : *stats) FillStatistics(s, out->add_model_stats());
     return grpc::Status::OK;
@@ -193,7 +194,16 @@ class InferenceApi final : public inference::GRPCInferenceService::Service {
   }
 
  private:
+  // The model a request is for: the mm-model-id header when honoured and present, else its name field.
+  std::string ModelName(const ServerContext* context, const std::string& field) const {
+    if (!model_id_header_) return field;
+    const auto& metadata = context->client_metadata();
+    auto it = metadata.find(kModelIdHeader);
+    return it == metadata.end() ? field : std::string(it->second.data(), it->second.size());
+  }
+
   InferenceService& core_;
+  const bool model_id_header_;
 };
 
 }  // namespace
@@ -213,8 +223,8 @@ grpc::Status GrpcStatusFor(const Status& status) {
   return grpc::Status(code, status.message());
 }
 
-std::unique_ptr<grpc::Service> MakeGrpcInferenceService(InferenceService& core) {
-  return std::make_unique<InferenceApi>(core);
+std::unique_ptr<grpc::Service> MakeGrpcInferenceService(InferenceService& core, bool model_id_header) {
+  return std::make_unique<InferenceApi>(core, model_id_header);
 }
 
 }  // namespace ebb::server

@@ -18,6 +18,12 @@
 // narrow types (INT8 in int_contents, ...); BYTES elements come from
 // bytes_contents, or raw as 4-byte little-endian lengths before each element.
 //
+// With `model_id_header` (ebb serve --modelmesh), a request carrying the gRPC
+// metadata "mm-model-id" is for the model it names, whatever the request's
+// own name field says (ModelMesh's routing header; ModelMesh also writes the
+// id into the name field, see modelmesh_api.h). Applies to ModelInfer,
+// ModelMetadata, ModelReady, ModelConfig and ModelStatistics.
+//
 // Thread safety: the service may be called concurrently (gRPC's threads).
 #pragma once
 
@@ -36,7 +42,10 @@ inline constexpr const char* kGrpcInferenceServiceName = "inference.GRPCInferenc
 // The one mapping from an ebb Status to a gRPC status.
 grpc::Status GrpcStatusFor(const Status& status);
 
+// The metadata key that names the model of a request under ModelMesh.
+inline constexpr const char* kModelIdHeader = "mm-model-id";
+
 // The service, to add to a GrpcServer. REQUIRES: `core` outlives it.
-std::unique_ptr<grpc::Service> MakeGrpcInferenceService(InferenceService& core);
+std::unique_ptr<grpc::Service> MakeGrpcInferenceService(InferenceService& core, bool model_id_header = false);
 
 }  // namespace ebb::server

@@ -1,0 +1,83 @@
+#include "modelmesh.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "ebb/version.h"
+
+namespace ebb::server {
+
+ModelMeshRuntime::ModelMeshRuntime(InferenceService& core, ModelMeshOptions options)
+    : core_(core), options_(std::move(options)) {}
+
+ModelMeshStatus ModelMeshRuntime::RuntimeStatus() {
+  ModelRepository& repository = core_.repository();
+  for (const std::string& id : repository.Attached()) (void)Forget(id);
+  for (const ModelStatus& m : repository.pool().Snapshot()) {
+    if (m.state != PoolState::kUnloaded) (void)repository.pool().Unload(m.name);  // repository folders' models
+  }
+  return {repository.pool().budget("cpu"), 1, options_.model_loading_timeout_ms, options_.default_model_size_bytes,
+          Version()};
+}
+
+Result<int64_t> ModelMeshRuntime::LoadModel(const ModelMeshLoad& request, const std::function<bool()>& cancelled) {
+  auto file = ResolveModelFile(options_.model_root, request.model_path);
+  if (!file.ok()) return file.status();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++loading_[request.model_id];
+  }
+  ModelRepository& repository = core_.repository();
+  Status status = cancelled() ? Cancelled("loadModel of '" + request.model_id + "' was cancelled before it started")
+                              : repository.Attach(request.model_id, *file);
+  const bool attached = status.ok();
+  if (status.ok()) status = core_.Load(request.model_id);
+  if (status.ok() && cancelled()) {
+    status = Cancelled("loadModel of '" + request.model_id + "' was cancelled; the model is unloaded again");
+  }
+  Result<ModelInfo> info = status.ok() ? repository.Info(request.model_id) : Result<ModelInfo>(status);
+  if (!info.ok() && attached) (void)repository.Detach(request.model_id);  // nothing stays behind a failed load
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--loading_[request.model_id] == 0) loading_.erase(request.model_id);
+  }
+  loads_done_.notify_all();
+  if (!info.ok()) return info.status();
+  return info->charge_bytes;
+}
+
+Status ModelMeshRuntime::Forget(const std::string& model_id) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    loads_done_.wait(lock, [&] { return loading_.count(model_id) == 0; });
+  }
+  return core_.repository().Detach(model_id);
+}
+
+Status ModelMeshRuntime::UnloadModel(const std::string& model_id) {
+  ModelRepository& repository = core_.repository();
+  if (!repository.IsAttached(model_id)) {
+    // Not attached: nothing to do, unless a load of it is in progress (Forget waits for it).
+    std::lock_guard<std::mutex> lock(mu_);
+    if (loading_.count(model_id) == 0) return Status::Ok();
+  }
+  return Forget(model_id);
+}
+
+Result<int64_t> ModelMeshRuntime::PredictModelSize(const ModelMeshLoad& request) const {
+  auto file = ResolveModelFile(options_.model_root, request.model_path);
+  if (!file.ok()) return file.status();
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(file->path, ec);
+  if (ec) return FailedPrecondition("cannot read the size of '" + file->path + "'");
+  return static_cast<int64_t>(std::ceil(static_cast<double>(bytes) * kPredictFactor)) + kPredictBaseBytes;
+}
+
+Result<int64_t> ModelMeshRuntime::ModelSize(const std::string& model_id) {
+  if (!core_.repository().IsAttached(model_id)) return NotFound("model '" + model_id + "' is not loaded");
+  auto info = core_.repository().Info(model_id);
+  if (!info.ok()) return info.status();
+  return info->charge_bytes;
+}
+
+}  // namespace ebb::server
