@@ -127,6 +127,19 @@ def test_runpath_points_inside_the_image(staged):
     assert paths == ["$ORIGIN/../lib"], out
 
 
+def test_no_path_of_the_build_machine_in_the_staged_binary(staged, tmp_path):
+    ebb = in_root(staged, PREFIX + "/bin/ebb")
+    with open(ebb, "rb") as f:
+        data = f.read()
+    for path in {SOURCE, BUILD}:
+        assert path.encode() not in data, f"{ebb} holds {path}"
+    # Where it looks for ONNX Runtime's CUDA provider: beside the staged libonnxruntime.
+    version = subprocess.run([ebb, "--version"], capture_output=True, text=True, env=clean_env(str(tmp_path)),
+                             cwd=str(tmp_path), timeout=60)
+    assert version.returncode == 0, version.stderr
+    assert f"{os.path.dirname(ebb)}/../lib/libonnxruntime_providers_cuda.so" in version.stdout, version.stdout
+
+
 # --- The library closure -------------------------------------------------------------------------
 
 
