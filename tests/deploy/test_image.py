@@ -210,12 +210,17 @@ def test_staged_entrypoint_serves_the_bundled_models(staged, tmp_path):
     try:
         server.wait_live()
         server.wait_ready()
-        # ONNX Runtime as the process really mapped it: the staged copy.
-        with open(f"/proc/{server.proc.pid}/maps") as f:
-            ort = {line.split()[-1] for line in f if "libonnxruntime" in line}
-        assert ort and all(p.startswith(os.path.realpath(staged) + "/") for p in ort), ort
         models = in_root(staged, PREFIX + "/models")
         serve_util.infer_tiny_http(http_port, "tiny", os.path.join(models, "tiny", "model.onnx"))
+        # The libraries as the process really mapped them, those it opened at run time included:
+        # ONNX Runtime's the staged copy, every other one from a listed package.
+        with open(f"/proc/{server.proc.pid}/maps") as f:
+            mapped = {line.split()[-1] for line in f if re.search(r"\.so[.\d]*$", line.split()[-1])}
+        ort = {p for p in mapped if "libonnxruntime" in p}
+        assert ort and all(p.startswith(os.path.realpath(staged) + "/") for p in ort), ort
+        system = sorted(p for p in mapped if not p.startswith(os.path.realpath(staged) + "/"))
+        unlisted = {p: pk for p, pk in packages_of(system).items() if not pk & listed_packages(PACKAGES_FILE)}
+        assert not unlisted, f"mapped, from packages not in {PACKAGES_FILE}: {unlisted}"
         # The image's health check against it, and against a port nothing listens on.
         healthcheck = in_root(staged, exec_form(one(instructions, "HEALTHCHECK").split("CMD", 1)[1])[0])
         env = clean_env(str(tmp_path))
