@@ -3,9 +3,8 @@ define (tests/deploy/crd_fields.py), the wiring between them (ports, probes, end
 and `ebb serve` run with exactly each runtime's command and args, its probes probed.
 
 The args are the manifest's; only the container's paths (/mnt/models, /models) become temporary
-folders and its ports free ports. A flag the built ebb does not know (`ebb serve --help`) is left out
-of the run, with its value, and the test then runs what is left, probes it and skips, naming the flag;
-with every flag known it runs the manifest's args whole and serves a model as KServe / ModelMesh would.
+folders and its ports free ports. A flag the built ebb does not know (`ebb serve --help`) fails the
+test; the args run whole and serve a model as KServe / ModelMesh would.
 
 Run by ctest with EBB_SOURCE_DIR, EBB_BINARY, EBB_MODELS_DIR and EBB_GRPC_PYTHON in the environment.
 """
@@ -175,7 +174,8 @@ class Run:
         self.ports = {int(arg(args, "--port")): serve_util.free_port(),
                       int(arg(args, "--grpc-port")): serve_util.free_port()}
         mapped = [paths.get(a, str(self.ports.get(int(a), a)) if a.isdigit() else a) for a in args]
-        self.args, self.unknown = serve_util.split_unknown(mapped, serve_util.serve_flags(EBB))
+        self.args, unknown = serve_util.split_unknown(mapped, serve_util.serve_flags(EBB))
+        assert not unknown, f"the manifest passes flags `ebb serve` does not accept: {unknown}"
         env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
         env["EBB_CACHE_DIR"] = os.path.join(tmp, "cache")
         self.http_port = self.port(int(arg(args, "--port")))
@@ -205,11 +205,6 @@ class Run:
             reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=30)
             assert reply.status == health_pb2.HealthCheckResponse.SERVING
 
-    def skip_if_partial(self):
-        if self.unknown:
-            pytest.skip(f"this ebb does not know {', '.join(self.unknown)} (`ebb serve --help`): ran the "
-                        f"manifest's other args ({' '.join(self.args)}) and probed them only")
-
 
 def grpc_infer_tiny(port, model_name, model_file):
     x = (np.arange(64, dtype=np.float32).reshape(1, 64) - 16) / 8
@@ -229,14 +224,9 @@ def test_kserve_runtime_args_run(tmp_path):
     name = load("kserve/inference-service.yaml")["metadata"]["name"]
     mnt = os.path.join(tmp, "mnt-models")
     serve_util.copy_model(MODELS, "tiny", mnt)
-    serve_util.copy_model(MODELS, "tiny", os.path.join(tmp, "models", "tiny"))  # `--repository`'s default
     run = Run("kserve/cluster-serving-runtime.yaml", tmp, {"/mnt/models": mnt}, {"{{.Name}}": name})
     try:
         run.check_common(load("kserve/cluster-serving-runtime.yaml")["spec"]["annotations"])
-        if run.unknown:  # the repository's default, ./models, serves tiny under its folder's name
-            serve_util.infer_tiny_http(run.http_port, "tiny", os.path.join(mnt, "model.onnx"))
-            grpc_infer_tiny(run.grpc_port, "tiny", os.path.join(mnt, "model.onnx"))
-        run.skip_if_partial()
         status, body = serve_util.http(run.http_port, f"/v2/models/{name}/ready")
         assert status == 200, body
         serve_util.infer_tiny_http(run.http_port, name, os.path.join(mnt, "model.onnx"))
@@ -312,7 +302,6 @@ def test_modelmesh_runtime_args_run(tmp_path):
     run = Run("modelmesh/serving-runtime.yaml", tmp, {"/models": models})
     try:
         run.check_common(spec["annotations"])
-        run.skip_if_partial()
         endpoint = run.port(int(spec["grpcEndpoint"].split(":")[1]))
         data_endpoint = run.port(int(spec["grpcDataEndpoint"].split(":")[1]))
         model_id = "tiny-mm__isvc-0123456789"
