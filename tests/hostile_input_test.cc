@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::kMiB;
 
-// RSS bounds are skipped under AddressSanitizer (testing::kRssBoundsHold), and only they.
+// RSS bounds are skipped under the sanitizers (testing::kRssBoundsHold), and only they.
 
 // A field of /proc/<pid>/status in bytes ("VmRSS", "VmHWM"); -1 when unreadable.
 int64_t ProcStatusBytes(pid_t pid, const std::string& field) {

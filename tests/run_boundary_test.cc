@@ -75,7 +75,7 @@ TEST_F(RunBoundaryTest, SingleRunThatEndsTheOperationReleases) {
     EXPECT_LT(rss_released, rss_held - 100 * kMiB) << "RSS must fall, not only the arena counter";
     EXPECT_LT(rss_released, rss_after_load + 64 * kMiB);
   } else {
-    std::printf("%s\n", testing::kNoRssUnderAsan);
+    std::printf("%s\n", testing::kNoRssBounds);
   }
   ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0].release_spec, "cpu:0");
