@@ -31,6 +31,8 @@ EBB = os.environ["EBB_BINARY"]
 MODELS = os.environ["EBB_MODELS_DIR"]
 GENERATED = os.environ["EBB_GENERATED_MODELS_DIR"]
 MiB = 1 << 20
+# RSS bounds do not hold under a sanitizer's allocator (set by tests/CMakeLists.txt; 1 outside it).
+RSS_BOUNDS_HOLD = os.environ.get("EBB_RSS_BOUNDS_HOLD", "1") == "1"
 # The bundled models ModelMesh is asked to load, in this order. Their measured charges here, with
 # the optimized-model cache empty: ppocr_det 11.2 MiB, waifu2x 1.1 MiB, twochannel 1.0 MiB, the others
 # under 0.3 MiB; 13.8 MiB together.
@@ -160,6 +162,8 @@ def test_runtime_status(server):
 
 
 def test_loads_beyond_capacity_inference_sizes_unload_and_memory_back(server, root):
+    if not RSS_BOUNDS_HOLD:  # charges are RSS growth: under ASan ppocr_det alone is charged 94 MiB
+        pytest.skip("the budget's charges are RSS, which a sanitizer's allocator inflates many times")
     server.mesh.runtimeStatus(mm.RuntimeStatusRequest())
     time.sleep(0.5)
     floor = server.rss()
@@ -180,7 +184,8 @@ def test_loads_beyond_capacity_inference_sizes_unload_and_memory_back(server, ro
         # higher (measured: ppocr_det charged 11.2 MiB, seen growing 9.1 MiB from outside).
         assert sizes[name] > 0
         if {n for n, state in index.items() if state == "READY"} == was_ready | {ids[name]}:
-            assert abs(sizes[name] - grew) <= max(0.25 * grew, 3 * MiB), (name, sizes[name], grew)
+            if RSS_BOUNDS_HOLD:
+                assert abs(sizes[name] - grew) <= max(0.25 * grew, 3 * MiB), (name, sizes[name], grew)
         assert predicted[name] >= sizes[name], (name, predicted[name], sizes[name])
         # The budget holds after every load: the models loaded together fit the capacity.
         ready = [n for n in BUNDLED if index.get(ids[n]) == "READY"]
@@ -230,7 +235,8 @@ def test_loads_beyond_capacity_inference_sizes_unload_and_memory_back(server, ro
     # unloadModel stays 0.7-5.1 MiB above the floor (ppocr_det the most: ORT's kernel registries and
     # the heap touched by the first load and inference stay); every model ModelMesh loaded here
     # is charged 13.8 MiB together, ppocr_det 11.2 MiB alone, so a model left loaded shows.
-    assert back - floor <= 8 * MiB, (floor, back)
+    if RSS_BOUNDS_HOLD:
+        assert back - floor <= 8 * MiB, (floor, back)
 
 
 def test_a_model_larger_than_the_budget_is_refused(server):
@@ -267,14 +273,17 @@ def test_cancelled_load_then_unload_leaves_nothing(tmp, root):
         s.mesh.unloadModel(mm.UnloadModelRequest(modelId="big__isvc-2"))
         time.sleep(3.0)  # a load the server still ran must have undone itself by now
         assert "big__isvc-2" not in s.index()
-        assert s.rss() - floor <= 8 * MiB, "a cancelled load left memory behind"
+        if RSS_BOUNDS_HOLD:
+            assert s.rss() - floor <= 8 * MiB, "a cancelled load left memory behind"
         # Loaded for real it takes ~100 MB, so the check above would see it; unloadModel gives it back.
         size = s.load("big__isvc-3", "big").sizeInBytes
         assert size > 90 * MiB
-        assert s.rss() - floor > 90 * MiB
+        if RSS_BOUNDS_HOLD:
+            assert s.rss() - floor > 90 * MiB
         s.mesh.unloadModel(mm.UnloadModelRequest(modelId="big__isvc-3"))
         time.sleep(0.5)
-        assert s.rss() - floor <= 8 * MiB
+        if RSS_BOUNDS_HOLD:
+            assert s.rss() - floor <= 8 * MiB
     finally:
         assert s.stop() == 0
 
