@@ -38,12 +38,13 @@ bench: build
 	PYTHONPATH=$(BUILD)/python /usr/bin/python3 python/bench/bench_python.py --json
 
 # Sanitizers: the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan, -O1)
-# and under ThreadSanitizer (build-tsan). Suppressions cover ONNX Runtime's own code only.
+# and under ThreadSanitizer (build-tsan). Suppressions and ignore_noninstrumented_modules cover only the
+# prebuilt libraries (ONNX Runtime, gRPC): each reason in tests/sanitizers/*.supp.
 SAN := $(CURDIR)/tests/sanitizers
 ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
 	LSAN_OPTIONS=suppressions=$(SAN)/lsan.supp:print_suppressions=0 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:suppressions=$(SAN)/ubsan.supp
-TSAN_ENV := TSAN_OPTIONS=suppressions=$(SAN)/tsan.supp:halt_on_error=1:second_deadlock_stack=1
+TSAN_ENV := TSAN_OPTIONS=suppressions=$(SAN)/tsan.supp:halt_on_error=1:second_deadlock_stack=1:ignore_noninstrumented_modules=1
 SAN_CMAKE := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DEBB_BUILD_BENCHMARKS=OFF \
 	-DEBB_BUILD_PYTHON=OFF
 
