@@ -121,7 +121,9 @@ std::string ModelPool::DeviceOf(const Entry& e) const {
 }
 
 int64_t ModelPool::ChargeOf(const Entry& e) const {
-  return e.loaded_once ? e.load_bytes + e.transient_bytes : e.file_bytes;
+  // Never below the file size: a loaded model holds its weights, even when its load's RSS growth
+  // reads smaller (it reused heap pages that earlier loads had touched and the trim kept).
+  return e.loaded_once ? std::max(e.load_bytes + e.transient_bytes, e.file_bytes) : e.file_bytes;
 }
 
 int64_t ModelPool::budget(const std::string& device) const {
@@ -266,6 +268,22 @@ Result<Lease> ModelPool::AcquireImpl(const std::string& name, const AcquireOptio
     }
     Entry& e = *entry;
     const std::string device = DeviceOf(e);
+    if (const int64_t limit = budget(device); limit > 0 && ChargeOf(e) > limit) {
+      // It alone exceeds the whole budget (as measured, or its file before a first load): no
+      // eviction and no wait can make room. Unloaded unless in use or pinned, so that it does
+      // not hold memory that nothing can run.
+      const bool unload = e.state == PoolState::kReady && e.in_flight == 0 && !e.spec.pinned;
+      failure = ResourceExhausted("the memory budget of " + std::to_string(limit) + " bytes on " + device +
+                                  " cannot fit model '" + name + "' even alone (charge " +
+                                  std::to_string(ChargeOf(e)) + " bytes, " +
+                                  (e.loaded_once ? "as measured once loaded" : "its file size") + ")" +
+                                  (unload ? "; it was unloaded" : ""));
+      if (unload) {
+        EvictLocked(e, EvictReason::kBudget, &events);
+        changed_.notify_all();
+      }
+      break;
+    }
     if (e.state == PoolState::kReady) {
       // Before an operation too: charges grow as models run, so the models
       // loaded together must still fit.

@@ -109,7 +109,7 @@ TEST_F(ModelPoolTest, ChargesAreMeasuredFromLoadsAndOperations) {
   ModelStatus s = *pool_->StatusOf("a");
   EXPECT_GT(s.transient_bytes, 32 * kMiB) << "a 512x512 run holds 16-channel activations of 16 MiB";
   EXPECT_LT(s.transient_bytes, 512 * kMiB);
-  EXPECT_EQ(s.charge_bytes, s.load_bytes + s.transient_bytes);
+  EXPECT_EQ(s.charge_bytes, std::max(s.load_bytes + s.transient_bytes, file));
   EXPECT_EQ(pool_->used("cpu"), s.charge_bytes);
 }
 
@@ -172,6 +172,29 @@ TEST_F(ModelPoolTest, WhenNothingIdleCanGoTheCallerGetsAClearError) {
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().code(), StatusCode::kResourceExhausted);
   EXPECT_NE(b.status().message().find("cannot fit model 'b'"), std::string::npos) << b.status().message();
+}
+
+TEST_F(ModelPoolTest, AModelMeasuredLargerThanTheWholeBudgetIsUnloadedWithAClearError) {
+  // Its file fits (the only charge known before a load); its first 512x512 run measures more
+  // than 32 MiB of transient memory, so it is then charged more than the whole budget.
+  MakePool({.cpu_budget_bytes = 16 * kMiB});
+  ASSERT_TRUE(Use("a").ok()) << "the first call runs: the charge is measured as it runs";
+  ASSERT_GT(pool_->StatusOf("a")->charge_bytes, 16 * kMiB);
+  auto again = pool_->Acquire("a");
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(again.status().message().find("cannot fit model 'a' even alone"), std::string::npos)
+      << again.status().message();
+  EXPECT_NE(again.status().message().find("as measured once loaded); it was unloaded"), std::string::npos)
+      << again.status().message();
+  EXPECT_EQ(State("a"), PoolState::kUnloaded) << "not left holding memory that nothing can run";
+  EXPECT_EQ(Evicted(EvictReason::kBudget), std::vector<std::string>{"a"});
+  // Asked again, it is refused without a load, and the others still serve.
+  auto third = pool_->Acquire("a");
+  EXPECT_EQ(third.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(pool_->StatusOf("a")->loads, 1u);
+  auto b = pool_->Acquire("b");
+  EXPECT_TRUE(b.ok()) << b.status().message();
 }
 
 TEST_F(ModelPoolTest, WaitingForCapacityGetsTheModelOnceTheCallInFlightEnds) {

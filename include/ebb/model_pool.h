@@ -8,13 +8,17 @@
 // high-water mark over an operation that ran alone, reset through
 // /proc/self/clear_refs: a model's first 8 calls, then one in 16; the
 // arena's peak on CUDA). Before its first load a
-// model is charged its file size, the only thing known then.
+// model is charged its file size, the only thing known then, and the charge
+// never falls below it after: a loaded model holds at least its weights, even
+// when its load grew RSS by less (it reused pages an earlier load touched).
 //
 // Before a load, when the charge does not fit, idle models are evicted, least
 // recently used first, until it fits. A model with a lease out (a call in
 // flight) is never evicted, nor is a pinned one. If it still cannot fit, the
 // caller gets kResourceExhausted, or waits for capacity when configured to
-// (up to a timeout). A real out-of-memory during a load or a run evicts idle
+// (up to a timeout). A model charged more than the whole budget by itself is
+// refused at once with kResourceExhausted, and unloaded if it was loaded (its
+// charge measured larger than its file) and no call holds it. A real out-of-memory during a load or a run evicts idle
 // models, trims, and retries once (RunWithRecovery), then reports.
 //
 // keep_alive (per model, per request): unload after that much idle time;
@@ -88,7 +92,7 @@ struct ModelStatus {
   PoolState state = PoolState::kUnloaded;
   std::string device;            // where it runs (or would: the request's kind)
   std::string reason;            // why it is not loaded, when known
-  int64_t charge_bytes = 0;      // load_bytes + transient_bytes (or the file size before a first load)
+  int64_t charge_bytes = 0;      // max(load_bytes + transient_bytes, file size); the file size before a first load
   int64_t load_bytes = 0;        // measured at its last load
   int64_t transient_bytes = 0;   // largest operation peak seen
   int in_flight = 0;
