@@ -33,12 +33,14 @@ GENERATED = os.environ["EBB_GENERATED_MODELS_DIR"]
 MiB = 1 << 20
 # RSS bounds do not hold under a sanitizer's allocator (set by tests/CMakeLists.txt; 1 outside it).
 RSS_BOUNDS_HOLD = os.environ.get("EBB_RSS_BOUNDS_HOLD", "1") == "1"
-# The bundled models ModelMesh is asked to load, in this order. Their measured charges here, with
-# the optimized-model cache empty: ppocr_det 11.2 MiB, waifu2x 1.1 MiB, twochannel 1.0 MiB, the others
-# under 0.3 MiB; 13.8 MiB together.
+# The models ModelMesh is asked to load, in this order: the bundled ones and three more copies of
+# waifu2x (other bytes, the same graph). Their measured charges here, on a first load in the process
+# (the optimized-model cache empty): ppocr_det 11.2-11.6 MiB, each waifu2x 1.1-4.9 MiB, the others
+# under 1.1 MiB. A charge is never below the model's file size: ppocr_det 4.5 MiB, waifu2x 1.1 MiB.
 BUNDLED = ["ppocr_det", "waifu2x_scale2x", "convnet", "tiny", "mixed", "twochannel", "strings"]
-# Small enough that the bundled models do not all fit (checked below against the reported sizes):
-# the second load already evicts ppocr_det.
+COPIES = {f"waifu2x_{c}": "waifu2x_scale2x" for c in "bcd"}
+ROUND = BUNDLED + list(COPIES)
+# Room for ppocr_det's first load with an inference's transient beside it, not for all of them.
 BUDGET = 12 * MiB
 
 
@@ -127,6 +129,8 @@ def root(tmp):
     root = os.path.join(tmp, "models")
     for name in BUNDLED:
         copy_model(os.path.join(MODELS, name), os.path.join(root, name))
+    for name, source in COPIES.items():
+        copy_model(os.path.join(MODELS, source), os.path.join(root, name), extra=b"\x32\x01" + name[-1].encode())
     copy_model(os.path.join(GENERATED, "conv_100mb"), os.path.join(root, "big"), extra=b"\x32\x03big")
     copy_model(os.path.join(MODELS, "tiny"), os.path.join(tmp, "outside", "tiny"))
     os.symlink(os.path.join(tmp, "outside", "tiny"), os.path.join(root, "escape"))
@@ -161,15 +165,12 @@ def test_runtime_status(server):
     assert pb.ModelMetadataRequest.DESCRIPTOR.fields_by_number[1].name == "name"
 
 
-def test_loads_beyond_capacity_inference_sizes_unload_and_memory_back(server, root):
-    if not RSS_BOUNDS_HOLD:  # charges are RSS growth: under ASan ppocr_det alone is charged 94 MiB
-        pytest.skip("the budget's charges are RSS, which a sanitizer's allocator inflates many times")
-    server.mesh.runtimeStatus(mm.RuntimeStatusRequest())
-    time.sleep(0.5)
-    floor = server.rss()
-    ids = {name: f"{name}__isvc-6b2eb0b8bf" for name in BUNDLED}
+def play_round(server, root, ids):
+    """ModelMesh's part for one round: predictModelSize and loadModel for every model of ROUND, one
+    by one, beyond the capacity; inference with the model ids injected; modelSize; unloadModel for
+    every one. Returns the sizes loadModel reported and the models evicted by the loads."""
     sizes, predicted = {}, {}
-    for name in BUNDLED:
+    for name in ROUND:
         predicted[name] = server.mesh.predictModelSize(
             mm.PredictModelSizeRequest(modelId=ids[name], modelPath=os.path.join(root, name))).sizeInBytes
         was_ready = {n for n, state in server.index().items() if state == "READY"}
@@ -178,24 +179,21 @@ def test_loads_beyond_capacity_inference_sizes_unload_and_memory_back(server, ro
         grew = server.rss() - before
         index = server.index()
         # sizeInBytes is the pool's measured charge: the RSS growth over the load (measured inside
-        # the load, heap trimmed before and after), so it matches what we see from outside, when
-        # the load evicted nothing (an eviction gives memory back meanwhile). Within 25% or 3 MiB:
-        # the pool trims the heap before it measures, we cannot from outside, so the charge runs
-        # higher (measured: ppocr_det charged 11.2 MiB, seen growing 9.1 MiB from outside).
-        assert sizes[name] > 0
+        # the load, heap trimmed before and after), never below the file size, so it matches what
+        # we see from outside, when the load evicted nothing (an eviction gives memory back
+        # meanwhile). Within 25% or 3 MiB: the pool trims the heap before it measures, we cannot
+        # from outside (measured: ppocr_det charged 11.2 MiB, seen growing 9.1 MiB from outside).
+        assert sizes[name] >= os.path.getsize(os.path.join(root, name, "model.onnx"))
         if {n for n, state in index.items() if state == "READY"} == was_ready | {ids[name]}:
-            if RSS_BOUNDS_HOLD:
-                assert abs(sizes[name] - grew) <= max(0.25 * grew, 3 * MiB), (name, sizes[name], grew)
+            assert abs(sizes[name] - grew) <= max(0.25 * grew, 3 * MiB), (name, sizes[name], grew)
         assert predicted[name] >= sizes[name], (name, predicted[name], sizes[name])
         # The budget holds after every load: the models loaded together fit the capacity.
-        ready = [n for n in BUNDLED if index.get(ids[n]) == "READY"]
+        ready = [n for n in ROUND if index.get(ids[n]) == "READY"]
         held = sum(server.mesh.modelSize(mm.ModelSizeRequest(modelId=ids[n])).sizeInBytes for n in ready)
-        assert held <= BUDGET or len(ready) == 1, (ready, held)  # one model alone may exceed it
+        assert held <= BUDGET, (ready, held)
         assert index[ids[name]] == "READY"
-    assert sum(sizes.values()) > BUDGET, "the test needs loads beyond the capacity"
     index = server.index()
-    evicted = [n for n in BUNDLED if index[ids[n]] == "UNAVAILABLE"]
-    assert evicted and evicted[0] == BUNDLED[0], index  # least recently used first
+    evicted = [n for n in ROUND if index[ids[n]] == "UNAVAILABLE"]
 
     # Inference with the model id injected: in model_name (as ModelMesh rewrites it) ...
     for name in ["tiny", "mixed", "strings", "twochannel"]:
@@ -212,8 +210,9 @@ def test_loads_beyond_capacity_inference_sizes_unload_and_memory_back(server, ro
         server.v2.ModelInfer(request)  # without the header: the name in the request, unknown
     assert e.value.code() == grpc.StatusCode.NOT_FOUND
     # An evicted model stays registered and comes back on its next request.
-    reply = server.v2.ModelInfer(zeros_request(server.v2, ids[evicted[0]]))
-    assert reply.model_name == ids[evicted[0]]
+    for name in evicted[:1]:
+        reply = server.v2.ModelInfer(zeros_request(server.v2, ids[name]))
+        assert reply.model_name == ids[name]
 
     # modelSize: the measured charge, now with the inference peak in it.
     for name in ["tiny", "mixed"]:
@@ -223,20 +222,43 @@ def test_loads_beyond_capacity_inference_sizes_unload_and_memory_back(server, ro
         server.mesh.modelSize(mm.ModelSizeRequest(modelId="never-loaded"))
     assert e.value.code() == grpc.StatusCode.NOT_FOUND
 
-    # unloadModel: every one (twice: idempotent), then the memory is back.
-    for name in BUNDLED:
+    # unloadModel: every one (twice: idempotent).
+    for name in ROUND:
         server.mesh.unloadModel(mm.UnloadModelRequest(modelId=ids[name]))
         server.mesh.unloadModel(mm.UnloadModelRequest(modelId=ids[name]))
     server.mesh.unloadModel(mm.UnloadModelRequest(modelId="never-loaded"))
     assert not any(i in server.index() for i in ids.values())
+    return sizes, evicted
+
+
+def test_loads_beyond_capacity_inference_sizes_unload_and_memory_back(server, root):
+    if not RSS_BOUNDS_HOLD:  # charges are RSS growth: under ASan ppocr_det alone is charged 94 MiB
+        pytest.skip("the budget's charges are RSS, which a sanitizer's allocator inflates many times")
+    server.mesh.runtimeStatus(mm.RuntimeStatusRequest())
+    time.sleep(0.5)
+    start = server.rss()
+    ids = {name: f"{name}__isvc-6b2eb0b8bf" for name in ROUND}
+    sizes, evicted = play_round(server, root, ids)
+    assert sum(sizes.values()) > BUDGET, "the test needs loads beyond the capacity"
+    assert evicted and evicted[0] == BUNDLED[0], evicted  # least recently used first
+    time.sleep(0.5)
+    floor = server.rss()
+    # The first round leaves what the first use of ORT in the process builds and keeps for the
+    # life of the process (measured here: 8.8-11.5 MiB over six runs, 21 MiB at most with inference
+    # on every model while another suite ran). Most of it is ORT's graph optimizer's, on the first
+    # load of a model whose optimized form is not cached yet: ppocr_det's first load is charged
+    # 11.1-11.6 MiB, its later ones 5.1-7.1 MiB, and with the optimized-model cache already filled
+    # a first round leaves 3.6-5.7 MiB. No model's to give back; bounded all the same.
+    assert floor - start <= 32 * MiB, (start, floor)
+
+    # The second round, under other ids, with that state built: the memory comes back to the
+    # floor. Tolerance 3 MiB: measured here, RSS after it -0.2 to +1.3 MiB from the floor over six
+    # runs, while ppocr_det alone holds its 4.5 MiB of weights: a model left loaded, or a load and
+    # unload that leak 3 MiB a round, show.
+    play_round(server, root, {name: f"{name}__isvc-0c1f5e2a9d" for name in ROUND})
     time.sleep(0.5)
     back = server.rss()
-    # Tolerance 8 MiB: measured here (`ebb bench modelmesh`, a fresh server per model), RSS after
-    # unloadModel stays 0.7-5.1 MiB above the floor (ppocr_det the most: ORT's kernel registries and
-    # the heap touched by the first load and inference stay); every model ModelMesh loaded here
-    # is charged 13.8 MiB together, ppocr_det 11.2 MiB alone, so a model left loaded shows.
-    if RSS_BOUNDS_HOLD:
-        assert back - floor <= 8 * MiB, (floor, back)
+    assert back - floor <= 3 * MiB, (floor, back)
 
 
 def test_a_model_larger_than_the_budget_is_refused(server):
