@@ -11,7 +11,6 @@
 // configurations sharing a process would measure each other. The parent only
 // spawns workers and compares their figures.
 #include <malloc.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -21,6 +20,7 @@
 
 #include "bare_ort.h"
 #include "bench.h"
+#include "spawn_self.h"
 
 namespace ebb::cli {
 namespace {
@@ -170,35 +170,9 @@ Result<json> RunWorker(const FootprintOptions& o, const std::string& kind, const
                                    "--worker-level", level, "--cycles", std::to_string(cycles),
                                    "--size", std::to_string(o.side), "--worker-cache-dir", cache_dir};
   if (!o.common.policy_file.empty()) args.insert(args.end(), {"--policy", o.common.policy_file});
-  int out[2];
-  if (pipe(out) != 0) return Internal("pipe failed");
-  const pid_t pid = fork();
-  if (pid < 0) return Internal("fork failed");
-  if (pid == 0) {
-    dup2(out[1], STDOUT_FILENO);
-    close(out[0]);
-    close(out[1]);
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv("/proc/self/exe", argv.data());
-    _exit(127);
-  }
-  close(out[1]);
-  std::string text;
-  char buf[4096];
-  for (ssize_t n; (n = read(out[0], buf, sizeof buf)) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
-    text.append(buf, static_cast<size_t>(n));
-  }
-  close(out[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return Internal(kind + " worker failed on '" + model + "' at level " + level);
-  }
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto text = RunSelf(std::move(args));
+  if (!text.ok()) return Internal(kind + " worker failed on '" + model + "' at level " + level);
+  json j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Internal(kind + " worker printed no JSON for '" + model + "'");
   return j;
 }

@@ -34,6 +34,7 @@
 #include "core/modelmesh.h"
 #include "grpc_service.grpc.pb.h"
 #include "model-runtime.grpc.pb.h"
+#include "spawn_self.h"
 
 namespace ebb::cli {
 namespace {
@@ -69,23 +70,9 @@ class Child {
                                      "--model-root", model_root, "--no-load",   "--port",       "0",
                                      "--grpc-port",  "-1",       "--device",    "cpu"};
     if (!common.policy_file.empty()) args.insert(args.end(), {"--policy", common.policy_file});
-    int out[2];
-    if (pipe(out) != 0) return Internal("pipe failed");
-    const pid_t pid = fork();
-    if (pid < 0) return Internal("fork failed");
-    if (pid == 0) {
-      dup2(out[1], STDOUT_FILENO);
-      close(out[0]);
-      close(out[1]);
-      setenv("EBB_CACHE_DIR", cache_dir.c_str(), 1);
-      std::vector<char*> argv;
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv("/proc/self/exe", argv.data());
-      _exit(127);
-    }
-    close(out[1]);
-    auto child = std::unique_ptr<Child>(new Child(pid, fdopen(out[0], "r")));
+    auto spawned = SpawnSelf(std::move(args), {{"EBB_CACHE_DIR", cache_dir}});
+    if (!spawned.ok()) return spawned.status();
+    auto child = std::unique_ptr<Child>(new Child(spawned->pid, fdopen(spawned->stdout_fd, "r")));
     char line[4096];
     while (child->out_ && std::fgets(line, sizeof line, child->out_)) {
       int port = 0;
