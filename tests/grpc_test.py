@@ -17,11 +17,9 @@ generated stubs) in the environment.
 
 import json
 import os
-import re
 import shutil
 import signal
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
@@ -31,6 +29,7 @@ import urllib.request
 import grpc
 import numpy as np
 import pytest
+from serve_process import ServeProcess
 
 sys.path.insert(0, os.environ["EBB_GRPC_PYTHON"])
 import grpc_service_pb2 as pb  # noqa: E402
@@ -76,24 +75,11 @@ def make_repository(tmp):
     return root
 
 
-class Server:
+class Server(ServeProcess):
     """`ebb serve` as a child process on free loopback ports (HTTP and gRPC)."""
 
     def __init__(self, repository, *args):
-        cmd = [EBB, "serve", "--repository", repository, "--port", "0", "--grpc-port", "-1", "--device", "cpu",
-               *args]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-        self.http_port = self.grpc_port = None
-        for line in self.proc.stdout:
-            if m := re.search(r"http://127\.0\.0\.1:(\d+)", line):
-                self.http_port = int(m.group(1))
-            if m := re.search(r"grpc 127\.0\.0\.1:(\d+)", line):
-                self.grpc_port = int(m.group(1))
-                break
-        assert self.http_port and self.grpc_port, "ebb serve did not print its ports"
-        self.lines = []
-        self.drain = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True)
-        self.drain.start()
+        super().__init__(EBB, "--repository", repository, *args)
 
     def channel(self):
         channel = grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}", options=[

@@ -6,7 +6,6 @@ EBB_MODELS_DIR and EBB_GRPC_PYTHON.
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import urllib.request
 import grpc
 import numpy as np
 import pytest
+from serve_process import ServeProcess
 
 sys.path.insert(0, os.environ["EBB_GRPC_PYTHON"])
 import grpc_service_pb2 as pb  # noqa: E402
@@ -27,27 +27,10 @@ EBB = os.environ["EBB_BINARY"]
 MODELS = os.environ["EBB_MODELS_DIR"]
 
 
-class Server:
+class Server(ServeProcess):
     def __init__(self, *args):
-        cmd = [EBB, "serve", "--port", "0", "--grpc-port", "-1", "--device", "cpu", *args]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-        self.http_port = self.grpc_port = None
-        for line in self.proc.stdout:
-            if m := re.search(r"http://127\.0\.0\.1:(\d+)", line):
-                self.http_port = int(m.group(1))
-            if m := re.search(r"grpc 127\.0\.0\.1:(\d+)", line):
-                self.grpc_port = int(m.group(1))
-                break
-        assert self.http_port and self.grpc_port
-        self.lines = []
         self.loaded = threading.Event()
-
-        def drain():
-            for line in self.proc.stdout:
-                self.lines.append(line)
-                if "loaded, ready" in line:
-                    self.loaded.set()
-        threading.Thread(target=drain, daemon=True).start()
+        super().__init__(EBB, *args, on_line=lambda line: "loaded, ready" in line and self.loaded.set())
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}")
         self.v2 = pb_grpc.GRPCInferenceServiceStub(self.channel)
 

@@ -14,12 +14,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 import grpc
 import numpy as np
 import pytest
+from serve_process import ServeProcess
 
 sys.path.insert(0, os.environ["EBB_GRPC_PYTHON"])
 import grpc_service_pb2 as pb  # noqa: E402
@@ -52,23 +52,14 @@ def rss(pid, key="VmRSS"):
     raise AssertionError(f"no {key}")
 
 
-class Server:
+class Server(ServeProcess):
     """`ebb serve` as a child process on free loopback ports."""
 
     def __init__(self, *args, cache=None):
         env = dict(os.environ)
         if cache:
             env["EBB_CACHE_DIR"] = cache
-        cmd = [EBB, "serve", "--port", "0", "--grpc-port", "-1", "--device", "cpu", *args]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
-        self.grpc_port = None
-        for line in self.proc.stdout:
-            if m := re.search(r"grpc 127\.0\.0\.1:(\d+)", line):
-                self.grpc_port = int(m.group(1))
-                break
-        assert self.grpc_port, "ebb serve did not print its gRPC port"
-        self.lines = []
-        threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True).start()
+        super().__init__(EBB, *args, env=env)
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}")
         grpc.channel_ready_future(self.channel).result(timeout=30)
         self.mesh = mm_grpc.ModelRuntimeStub(self.channel)
