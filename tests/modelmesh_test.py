@@ -241,8 +241,8 @@ def test_loads_beyond_capacity_inference_sizes_unload_and_memory_back(server, ro
     # ppocr_det run, then waifu2x reloaded on demand from the optimized-model cache after an
     # eviction, 5.6-15 MiB; with that cache filled before the process started, 3.6-5.7 MiB. The
     # shared arena is back to 10 KiB reserved, and the thread count is the same whichever order ran.
-    # Not found yet whose memory it
-    # is; it does not grow round over round (below), and it is bounded here.
+    # Not found yet whose memory it is; it does not grow round over round (below), and it is
+    # bounded here.
     assert floor - start <= 32 * MiB, (start, floor)
 
     # The second round, under other ids, with that state built: the memory comes back to the
