@@ -268,14 +268,14 @@ Result<Lease> ModelPool::AcquireImpl(const std::string& name, const AcquireOptio
     }
     Entry& e = *entry;
     const std::string device = DeviceOf(e);
-    if (const int64_t limit = budget(device); limit > 0 && ChargeOf(e) > limit) {
+    if (const int64_t limit = budget(device), charge = ChargeOf(e); limit > 0 && charge > limit) {
       // It alone exceeds the whole budget (as measured, or its file before a first load): no
       // eviction and no wait can make room. Unloaded unless in use or pinned, so that it does
       // not hold memory that nothing can run.
       const bool unload = e.state == PoolState::kReady && e.in_flight == 0 && !e.spec.pinned;
       failure = ResourceExhausted("the memory budget of " + std::to_string(limit) + " bytes on " + device +
                                   " cannot fit model '" + name + "' even alone (charge " +
-                                  std::to_string(ChargeOf(e)) + " bytes, " +
+                                  std::to_string(charge) + " bytes, " +
                                   (e.loaded_once ? "as measured once loaded" : "its file size") + ")" +
                                   (unload ? "; it was unloaded" : ""));
       if (unload) {

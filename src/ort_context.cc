@@ -3,10 +3,10 @@
 #include <malloc.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <cstdio>
 #include <regex>
 
 #include "log.h"

@@ -18,8 +18,9 @@
 // caller gets kResourceExhausted, or waits for capacity when configured to
 // (up to a timeout). A model charged more than the whole budget by itself is
 // refused at once with kResourceExhausted, and unloaded if it was loaded (its
-// charge measured larger than its file) and no call holds it. A real out-of-memory during a load or a run evicts idle
-// models, trims, and retries once (RunWithRecovery), then reports.
+// charge measured larger than its file) and no call holds it. A real
+// out-of-memory during a load or a run evicts idle models, trims, and retries
+// once (RunWithRecovery), then reports.
 //
 // keep_alive (per model, per request): unload after that much idle time;
 // 0 unloads right after the request; negative never unloads. It is applied
