@@ -47,6 +47,7 @@ struct ModelPool::Entry {
   std::optional<ModelSignature> signature;  // of the last session loaded
   uint64_t loads = 0;
   uint64_t calls = 0;            // leases handed out
+  bool removed = false;          // Remove()d while a lease was out: erased when the last one ends
 };
 
 namespace {
@@ -105,13 +106,19 @@ void ModelPool::Add(ModelSpec spec) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& e = entries_[spec.name];
   if (!e) e = std::make_unique<Entry>();
+  e->removed = false;
   e->file_bytes = ec ? 0 : file_bytes;
   e->spec = std::move(spec);
 }
 
+ModelPool::Entry* ModelPool::FindLocked(const std::string& name) const {
+  auto it = entries_.find(name);
+  return it == entries_.end() || it->second->removed ? nullptr : it->second.get();
+}
+
 bool ModelPool::Contains(const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return entries_.count(name) > 0;
+  return FindLocked(name) != nullptr;
 }
 
 std::string ModelPool::DeviceOf(const Entry& e) const {
@@ -244,15 +251,10 @@ Result<Lease> ModelPool::Acquire(const std::string& name, const AcquireOptions& 
 Result<Lease> ModelPool::AcquireImpl(const std::string& name, const AcquireOptions& options, bool on_demand) {
   std::vector<PoolEvent> events;
   std::unique_lock<std::mutex> lock(mu_);
-  auto it = entries_.find(name);
-  if (it == entries_.end()) return NotFound("unknown model '" + name + "'");
-  Entry* entry = it->second.get();
+  Entry* entry = FindLocked(name);
+  if (!entry) return NotFound("unknown model '" + name + "'");
   // After a wait the entry may have been removed (Remove): look it up again.
-  auto still_there = [&] {
-    auto again = entries_.find(name);
-    entry = again == entries_.end() ? nullptr : again->second.get();
-    return entry != nullptr;
-  };
+  auto still_there = [&] { return (entry = FindLocked(name)) != nullptr; };
   // Clamped, so that adding it to the clock cannot overflow.
   const auto deadline = Clock::now() + std::clamp(options_.wait_for_capacity, std::chrono::milliseconds(0),
                                                   std::chrono::milliseconds(kMaxWaitForCapacityMs));
@@ -365,6 +367,7 @@ void ModelPool::Release(Lease& lease) {
       if (same_session && e.keep_alive_ms == 0 && e.in_flight == 0 && !e.spec.pinned && e.state == PoolState::kReady) {
         EvictLocked(e, EvictReason::kKeepAlive, &events);
       }
+      if (e.removed && e.in_flight == 0) entries_.erase(it);  // the last lease of a removed model
     }
   }
   changed_.notify_all();
@@ -411,11 +414,15 @@ Status ModelPool::Unload(const std::string& name) {
   std::vector<PoolEvent> events;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    auto it = entries_.find(name);
-    if (it == entries_.end()) return NotFound("unknown model '" + name + "'");
-    while (it->second->state == PoolState::kLoading) changed_.wait(lock);
-    if (it->second->state == PoolState::kReady) EvictLocked(*it->second, EvictReason::kUnload, &events);
-    it->second->reason = "unloaded";
+    Entry* e = FindLocked(name);
+    if (!e) return NotFound("unknown model '" + name + "'");
+    // Every wait can end with the entry gone (Remove): look it up again after each.
+    while (e->state == PoolState::kLoading) {
+      changed_.wait(lock);
+      if (!(e = FindLocked(name))) return NotFound("model '" + name + "' was removed");
+    }
+    if (e->state == PoolState::kReady) EvictLocked(*e, EvictReason::kUnload, &events);
+    e->reason = "unloaded";
   }
   Emit(events);
   return Status::Ok();
@@ -425,17 +432,21 @@ Status ModelPool::Remove(const std::string& name) {
   std::vector<PoolEvent> events;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    auto it = entries_.find(name);
-    if (it == entries_.end()) return NotFound("unknown model '" + name + "'");
-    while (it->second->state == PoolState::kLoading) {
+    Entry* e = FindLocked(name);
+    if (!e) return NotFound("unknown model '" + name + "'");
+    while (e->state == PoolState::kLoading) {
       changed_.wait(lock);
-      it = entries_.find(name);
-      if (it == entries_.end()) return Status::Ok();  // removed meanwhile
+      if (!(e = FindLocked(name))) return Status::Ok();  // removed meanwhile
     }
-    if (it->second->state == PoolState::kReady) EvictLocked(*it->second, EvictReason::kUnload, &events);
-    it->second->reason = "removed";
-    // A lease still out decrements its entry when it ends: keep the entry until then.
-    if (it->second->in_flight == 0) entries_.erase(it);
+    if (e->state == PoolState::kReady) EvictLocked(*e, EvictReason::kUnload, &events);
+    e->reason = "removed";
+    // A lease still out decrements its entry when it ends (Release erases it then): until
+    // then it stays, unloaded and invisible.
+    if (e->in_flight == 0) {
+      entries_.erase(name);
+    } else {
+      e->removed = true;
+    }
   }
   changed_.notify_all();
   Emit(events);
@@ -475,6 +486,7 @@ std::vector<ModelStatus> ModelPool::Snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<ModelStatus> out;
   for (const auto& [name, e] : entries_) {
+    if (e->removed) continue;
     out.push_back({name, e->state, DeviceOf(*e), e->reason, ChargeOf(*e), e->load_bytes, e->transient_bytes,
                    e->in_flight, e->spec.pinned, e->loads});
   }
@@ -483,19 +495,19 @@ std::vector<ModelStatus> ModelPool::Snapshot() const {
 
 Result<ModelStatus> ModelPool::StatusOf(const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = entries_.find(name);
-  if (it == entries_.end()) return NotFound("unknown model '" + name + "'");
-  const Entry& e = *it->second;
+  const Entry* found = FindLocked(name);
+  if (!found) return NotFound("unknown model '" + name + "'");
+  const Entry& e = *found;
   return ModelStatus{name, e.state, DeviceOf(e), e.reason, ChargeOf(e), e.load_bytes, e.transient_bytes,
                      e.in_flight, e.spec.pinned, e.loads};
 }
 
 Result<ModelSignature> ModelPool::SignatureOf(const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = entries_.find(name);
-  if (it == entries_.end()) return NotFound("unknown model '" + name + "'");
-  if (!it->second->signature) return Unavailable("model '" + name + "' has not been loaded yet");
-  return *it->second->signature;
+  const Entry* e = FindLocked(name);
+  if (!e) return NotFound("unknown model '" + name + "'");
+  if (!e->signature) return Unavailable("model '" + name + "' has not been loaded yet");
+  return *e->signature;
 }
 
 void ModelPool::Emit(const std::vector<PoolEvent>& events) const {

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <thread>
 
@@ -279,6 +280,68 @@ TEST_F(ModelPoolTest, OnDemandLoadAndItsAbsence) {
   ASSERT_TRUE(Use("a").ok());
   EXPECT_EQ(pool_->StatusOf("a")->loads, 1u);
   EXPECT_EQ(pool_->Acquire("nope").status().code(), StatusCode::kNotFound);
+}
+
+// A removed model whose lease is still out is gone for every caller at once, and its entry with the
+// last lease: no reload of it, no entry left behind.
+TEST_F(ModelPoolTest, ARemovedModelIsGoneAtOnceEvenWithALeaseOut) {
+  MakePool({.cpu_budget_bytes = int64_t{1} << 40});
+  {
+    auto lease = pool_->Acquire("a");
+    ASSERT_TRUE(lease.ok());
+    ASSERT_TRUE(pool_->Remove("a").ok());
+    EXPECT_FALSE(pool_->Contains("a"));
+    EXPECT_EQ(pool_->Acquire("a").status().code(), StatusCode::kNotFound) << "not loaded again";
+    EXPECT_EQ(pool_->Unload("a").code(), StatusCode::kNotFound);
+    EXPECT_EQ(pool_->StatusOf("a").status().code(), StatusCode::kNotFound);
+    EXPECT_EQ(pool_->Remove("a").code(), StatusCode::kNotFound);
+    EXPECT_TRUE(lease->session()->Run(ImageInput(64, 64)).ok()) << "the lease keeps its session";
+  }
+  for (const ModelStatus& m : pool_->Snapshot()) EXPECT_NE(m.name, "a");
+  pool_->Add({"a", paths_[0], {.device = DeviceRequest::Cpu()}, false, std::nullopt});
+  EXPECT_TRUE(Use("a").ok()) << "added again, it loads";
+}
+
+// Unload, Remove and Acquire of one model at once, while its load is in progress: each waits for
+// the load, and whichever wakes after Remove erased the entry must look it up again, not use the
+// one it found before waiting (a use after free, and heap corruption, in ModelMesh's unloadModel
+// racing KServe's load and unload). Each round's file is new, so its load hashes 32 MiB first.
+TEST(PoolRaceTest, WaitersOnALoadInProgressSurviveTheModelsRemoval) {
+  auto rt = Runtime::Create();
+  ASSERT_TRUE(rt.ok());
+  const std::string path = ::testing::TempDir() + "/ebb_race_" + std::to_string(getpid()) + ".onnx";
+  for (int round = 0; round < 12; ++round) {
+    {
+      std::ofstream out(path, std::ios::binary | std::ios::trunc);
+      const std::string block(1 << 20, static_cast<char>(0x40 + round));  // not a model: its load fails
+      for (int i = 0; i < 32; ++i) out << block;
+    }
+    ModelPool pool(**rt, {.cpu_budget_bytes = int64_t{1} << 40});
+    pool.Add({"m", path, {.device = DeviceRequest::Cpu()}, false, std::nullopt});
+    std::thread load([&] { EXPECT_FALSE(pool.Acquire("m").ok()); });
+    for (int i = 0; i < 2000; ++i) {
+      auto s = pool.StatusOf("m");
+      if (!s.ok() || s->state == PoolState::kLoading) break;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    Status unloaded, removed, acquired;
+    // Half the rounds Remove waits first, half Unload: which waiter wakes first is the scheduler's.
+    auto unload = [&] { unloaded = pool.Unload("m"); };
+    auto remove = [&] { removed = pool.Remove("m"); };
+    std::thread first(round % 2 ? std::function<void()>(unload) : std::function<void()>(remove));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::thread second(round % 2 ? std::function<void()>(remove) : std::function<void()>(unload));
+    std::thread acquire([&] { acquired = pool.Acquire("m").status(); });
+    load.join();
+    first.join();
+    second.join();
+    acquire.join();
+    EXPECT_TRUE(removed.ok()) << removed.ToString();
+    EXPECT_TRUE(unloaded.ok() || unloaded.code() == StatusCode::kNotFound) << unloaded.ToString();
+    EXPECT_FALSE(acquired.ok());
+    EXPECT_FALSE(pool.Contains("m")) << "round " << round;
+  }
+  fs::remove(path);
 }
 
 TEST(SharedArenaTest, TotalStaysUnderTheCapAsSessionsAreAdded) {

@@ -173,8 +173,10 @@ class ModelPool {
   Status Unload(const std::string& name);
   // Unloads a model (as Unload, waiting for a load in progress) and forgets
   // it: kNotFound afterwards, until it is Added again. A lease still out keeps
-  // its session until it ends; while one is out the entry stays, unloaded,
-  // with reason "removed". Errors: kNotFound (unknown).
+  // its session until it ends; the entry is erased when the last one ends.
+  // Errors: kNotFound (unknown). Unload, Remove and Acquire may be called
+  // concurrently on one model: whichever ends a wait after the entry was
+  // removed gets kNotFound (Remove: Ok).
   Status Remove(const std::string& name);
   // Unloads idle models whose keep-alive ran out (the pool's thread does this too).
   void ReapNow();
@@ -193,6 +195,9 @@ class ModelPool {
   friend class Lease;
   Result<Lease> AcquireImpl(const std::string& name, const AcquireOptions& options, bool on_demand);
   void Release(Lease& lease);
+  // The entry of `name`, or null when unknown or removed. REQUIRES: mu_ held. Every wait on
+  // changed_ may end with the entry erased (Remove, Release): callers look it up again after each.
+  Entry* FindLocked(const std::string& name) const;
   int64_t ChargeOf(const Entry& e) const;
   int64_t UsedLocked(const std::string& device) const;
   std::string DeviceOf(const Entry& e) const;
