@@ -51,6 +51,27 @@ TEST(MetricsTest, SameNameAndLabelsGiveTheSameSeries) {
   EXPECT_EQ(&a, &registry.GetCounter("ebb_x_total", "X.", {{"model", "a"}})) << "addresses are stable";
 }
 
+// A forgotten model's series go from every family, counters, gauges and histograms alike; the
+// others stay, and a series made again afterwards starts from zero.
+TEST(MetricsTest, RemoveSeriesDropsEverySeriesWithThatLabelValue) {
+  MetricsRegistry registry;
+  for (const char* model : {"gone", "kept"}) {
+    registry.Increment("ebb_r_total", "R.", {{"model", model}, {"code", "ok"}}, 2);
+    registry.Set("ebb_s_bytes", "S.", {{"model", model}}, 7);
+    registry.Observe("ebb_t_seconds", "T.", {0.1, 1}, {{"model", model}}, 0.5);
+  }
+  registry.Increment("ebb_u_total", "U.", {});
+  registry.RemoveSeries("model", "gone");
+  const std::string text = registry.Render();
+  EXPECT_FALSE(Contains(text, "\"gone\"")) << text;
+  EXPECT_TRUE(Contains(text, "ebb_r_total{code=\"ok\",model=\"kept\"} 2\n")) << text;
+  EXPECT_TRUE(Contains(text, "ebb_s_bytes{model=\"kept\"} 7\n")) << text;
+  EXPECT_TRUE(Contains(text, "ebb_t_seconds_count{model=\"kept\"} 1\n")) << text;
+  EXPECT_TRUE(Contains(text, "ebb_u_total 1\n")) << text;
+  registry.Increment("ebb_r_total", "R.", {{"model", "gone"}, {"code", "ok"}});
+  EXPECT_TRUE(Contains(registry.Render(), "ebb_r_total{code=\"ok\",model=\"gone\"} 1\n"));
+}
+
 TEST(MetricsTest, EscapesLabelValues) {
   MetricsRegistry registry;
   registry.GetCounter("ebb_y_total", "Y.", {{"model", "we\"ird\\na\nme"}}).Increment();

@@ -34,25 +34,66 @@ prometheus::Family<T>& FamilyOf(std::map<std::string, prometheus::Family<T>*>& f
   return *family;
 }
 
+// The series of `family` with `labels`, created on first use and remembered in `series` (how to
+// remove it). REQUIRES: the registry's lock held.
+template <typename T, typename... Args>
+T& SeriesOf(prometheus::Family<T>& family, const std::string& name, const Labels& labels,
+            std::map<std::pair<std::string, prometheus::Labels>, std::function<void()>>& series, Args&&... args) {
+  prometheus::Labels map = ToMap(labels);
+  T& metric = family.Add(map, std::forward<Args>(args)...);
+  if (!labels.empty()) series.try_emplace({name, std::move(map)}, [&family, &metric] { family.Remove(&metric); });
+  return metric;
+}
+
 }  // namespace
 
 MetricsRegistry::MetricsRegistry() : registry_(std::make_shared<prometheus::Registry>()) {}
 
 Counter& MetricsRegistry::GetCounter(const std::string& name, const std::string& help, const Labels& labels) {
   std::lock_guard<std::mutex> lock(mu_);
-  return FamilyOf(counters_, prometheus::BuildCounter(), name, help, *registry_).Add(ToMap(labels));
+  return SeriesOf(FamilyOf(counters_, prometheus::BuildCounter(), name, help, *registry_), name, labels, series_);
 }
 
 Gauge& MetricsRegistry::GetGauge(const std::string& name, const std::string& help, const Labels& labels) {
   std::lock_guard<std::mutex> lock(mu_);
-  return FamilyOf(gauges_, prometheus::BuildGauge(), name, help, *registry_).Add(ToMap(labels));
+  return SeriesOf(FamilyOf(gauges_, prometheus::BuildGauge(), name, help, *registry_), name, labels, series_);
 }
 
 Histogram& MetricsRegistry::GetHistogram(const std::string& name, const std::string& help,
                                          const std::vector<double>& buckets, const Labels& labels) {
   std::lock_guard<std::mutex> lock(mu_);
-  return FamilyOf(histograms_, prometheus::BuildHistogram(), name, help, *registry_)
-      .Add(ToMap(labels), prometheus::Histogram::BucketBoundaries(buckets));
+  return SeriesOf(FamilyOf(histograms_, prometheus::BuildHistogram(), name, help, *registry_), name, labels, series_,
+                  prometheus::Histogram::BucketBoundaries(buckets));
+}
+
+void MetricsRegistry::Increment(const std::string& name, const std::string& help, const Labels& labels, double by) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SeriesOf(FamilyOf(counters_, prometheus::BuildCounter(), name, help, *registry_), name, labels, series_)
+      .Increment(by);
+}
+
+void MetricsRegistry::Set(const std::string& name, const std::string& help, const Labels& labels, double value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SeriesOf(FamilyOf(gauges_, prometheus::BuildGauge(), name, help, *registry_), name, labels, series_).Set(value);
+}
+
+void MetricsRegistry::Observe(const std::string& name, const std::string& help, const std::vector<double>& buckets,
+                              const Labels& labels, double value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SeriesOf(FamilyOf(histograms_, prometheus::BuildHistogram(), name, help, *registry_), name, labels, series_,
+           prometheus::Histogram::BucketBoundaries(buckets))
+      .Observe(value);
+}
+
+void MetricsRegistry::RemoveSeries(const std::string& label, const std::string& value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(series_, [&](const auto& entry) {
+    const prometheus::Labels& labels = entry.first.second;
+    const auto it = labels.find(label);
+    if (it == labels.end() || it->second != value) return false;
+    entry.second();  // Family::Remove
+    return true;
+  });
 }
 
 void MetricsRegistry::AddCollector(const std::string& name, const std::string& help, CollectFn collect) {

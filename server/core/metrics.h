@@ -44,6 +44,20 @@ class MetricsRegistry {
   Histogram& GetHistogram(const std::string& name, const std::string& help, const std::vector<double>& buckets,
                           const Labels& labels = {});
 
+  // The same, looked up and updated under the registry's lock, so that a
+  // concurrent RemoveSeries cannot free the series in between. Series of
+  // things that can be forgotten (a model) are updated only through these.
+  void Increment(const std::string& name, const std::string& help, const Labels& labels, double by = 1);
+  void Set(const std::string& name, const std::string& help, const Labels& labels, double value);
+  void Observe(const std::string& name, const std::string& help, const std::vector<double>& buckets,
+               const Labels& labels, double value);
+
+  // Drops every series, of every family, that has label `label` = `value`
+  // (a model that is forgotten: ModelMesh ids come and go, and each would
+  // otherwise stay in /metrics for good). References handed out by GetX for
+  // those series are invalid afterwards.
+  void RemoveSeries(const std::string& label, const std::string& value);
+
   // A gauge family whose samples are read at scrape time.
   void AddCollector(const std::string& name, const std::string& help, CollectFn collect);
 
@@ -56,6 +70,8 @@ class MetricsRegistry {
   std::map<std::string, prometheus::Family<Counter>*> counters_;      // guarded by mu_
   std::map<std::string, prometheus::Family<Gauge>*> gauges_;          // guarded by mu_
   std::map<std::string, prometheus::Family<Histogram>*> histograms_;  // guarded by mu_
+  // Every series made, by family name and labels: how to remove it. Guarded by mu_.
+  std::map<std::pair<std::string, std::map<std::string, std::string>>, std::function<void()>> series_;
   struct Collector {
     std::string name, help;
     CollectFn collect;

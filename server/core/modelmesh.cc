@@ -36,7 +36,7 @@ Result<int64_t> ModelMeshRuntime::LoadModel(const ModelMeshLoad& request, const 
     status = Cancelled("loadModel of '" + request.model_id + "' was cancelled; the model is unloaded again");
   }
   Result<ModelInfo> info = status.ok() ? repository.Info(request.model_id) : Result<ModelInfo>(status);
-  if (!info.ok() && attached) (void)repository.Detach(request.model_id);  // nothing stays behind a failed load
+  if (!info.ok() && attached) (void)core_.Forget(request.model_id);  // nothing stays behind a failed load
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (--loading_[request.model_id] == 0) loading_.erase(request.model_id);
@@ -51,7 +51,7 @@ Status ModelMeshRuntime::Forget(const std::string& model_id) {
     std::unique_lock<std::mutex> lock(mu_);
     loads_done_.wait(lock, [&] { return loading_.count(model_id) == 0; });
   }
-  return core_.repository().Detach(model_id);
+  return core_.Forget(model_id);
 }
 
 Status ModelMeshRuntime::UnloadModel(const std::string& model_id) {

@@ -214,6 +214,19 @@ Status InferenceService::Unload(const std::string& model, const Parameters& para
   return repository_->Unload(model);
 }
 
+Status InferenceService::Forget(const std::string& model) {
+  EBB_RETURN_IF_ERROR(repository_->Detach(model));
+  // Its statistics and metric series go with it: ids come and go (ModelMesh), and each would
+  // otherwise stay for good. A request that was in flight may record its outcome afterwards:
+  // that leaves one series, dropped again when the id is next forgotten.
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    std::erase_if(stats_, [&](const auto& entry) { return entry.first.first == model; });
+  }
+  metrics_.RemoveSeries("model", model);
+  return Status::Ok();
+}
+
 Result<InferResponse> InferenceService::Infer(const std::string& model, const std::string& version,
                                               const Decoder& decode) {
   InFlight in_flight(this);
@@ -306,17 +319,13 @@ void InferenceService::RecordOutcome(const std::string& model, const std::string
     }
   }
   const Labels labels = {{"model", model}};
-  metrics_.GetCounter("ebb_inference_requests_total", "Inference requests answered, per model.", labels).Increment();
+  metrics_.Increment("ebb_inference_requests_total", "Inference requests answered, per model.", labels);
   if (status.ok()) {
-    metrics_
-        .GetHistogram("ebb_inference_duration_seconds", "Time to answer a successful inference request.",
-                      LatencyBuckets(), labels)
-        .Observe(static_cast<double>(t.total) / 1e9);
+    metrics_.Observe("ebb_inference_duration_seconds", "Time to answer a successful inference request.",
+                     LatencyBuckets(), labels, static_cast<double>(t.total) / 1e9);
   } else {
-    metrics_
-        .GetCounter("ebb_inference_failures_total", "Inference requests that failed, per model and reason.",
-                    {{"model", model}, {"code", StatusCodeName(status.code())}})
-        .Increment();
+    metrics_.Increment("ebb_inference_failures_total", "Inference requests that failed, per model and reason.",
+                       {{"model", model}, {"code", StatusCodeName(status.code())}});
   }
 }
 
@@ -356,15 +365,13 @@ Result<std::vector<NamedTensor>> InferenceService::ExecuteImageOperation(const s
   OperationOptions options;
   options.observer = &observer;
   // Progress of the model's latest operation, for clients watching a long tiled request.
-  Gauge& done = metrics_.GetGauge("ebb_operation_runs_done", "Runs finished in the model's latest operation.",
-                                  {{"model", name}});
-  Gauge& total = metrics_.GetGauge("ebb_operation_runs_planned", "Runs planned in the model's latest operation.",
-                                   {{"model", name}});
-  done.Set(0);
-  options.on_progress = [&](const Progress& p) {
-    done.Set(p.done);
-    total.Set(p.total);
+  const Labels labels = {{"model", name}};
+  auto progress = [this, &labels](double done, std::optional<double> planned) {
+    metrics_.Set("ebb_operation_runs_done", "Runs finished in the model's latest operation.", labels, done);
+    if (planned) metrics_.Set("ebb_operation_runs_planned", "Runs planned in the model's latest operation.", labels, *planned);
   };
+  progress(0, std::nullopt);
+  options.on_progress = [&](const Progress& p) { progress(static_cast<double>(p.done), static_cast<double>(p.total)); };
   std::vector<Tensor> frames;
   for (int64_t n = 0; n < batch.shape()[0]; ++n) frames.push_back(BatchItem(batch, n));
   auto results = config.tile ? RunTiled(runtime_, session, frames, *config.tile, options)
@@ -381,16 +388,13 @@ void InferenceService::CountPoolEvent(const PoolEvent& e) {
   const std::string name = ModelRepository::ModelOfPoolName(e.name);  // every version counts for its model
   const Labels model = {{"model", name}};
   if (e.kind == PoolEvent::Kind::kEvict) {
-    metrics_
-        .GetCounter("ebb_model_evictions_total", "Models unloaded, per model and reason.",
-                    {{"model", name}, {"reason", EvictReasonName(e.reason)}})
-        .Increment();
+    metrics_.Increment("ebb_model_evictions_total", "Models unloaded, per model and reason.",
+                       {{"model", name}, {"reason", EvictReasonName(e.reason)}});
     return;
   }
-  metrics_.GetCounter("ebb_model_loads_total", "Models loaded, per model.", model).Increment();
+  metrics_.Increment("ebb_model_loads_total", "Models loaded, per model.", model);
   if (e.on_demand) {
-    metrics_.GetCounter("ebb_model_on_demand_loads_total", "Loads a request waited for, per model.", model)
-        .Increment();
+    metrics_.Increment("ebb_model_on_demand_loads_total", "Loads a request waited for, per model.", model);
     metrics_
         .GetHistogram("ebb_model_switch_seconds", "Time a request waited for its model to load.", LatencyBuckets())
         .Observe(e.load_ms / 1000);
@@ -398,8 +402,7 @@ void InferenceService::CountPoolEvent(const PoolEvent& e) {
 }
 
 RunObserver InferenceService::ReleaseCounter(const std::string& model, const std::string& version) {
-  Counter& releases = metrics_.GetCounter("ebb_releases_total", "Runs that gave arena memory back.", {{"model", model}});
-  return [this, &releases, model, version](const RunRecord& r) {
+  return [this, model, version](const RunRecord& r) {
     if (r.release_spec.empty() && !r.trimmed) return;
     {
       std::lock_guard<std::mutex> lock(stats_mu_);
@@ -407,7 +410,7 @@ RunObserver InferenceService::ReleaseCounter(const std::string& model, const std
       if (!c) c = std::make_unique<Counters>();
       ++c->stats.releases;
     }
-    releases.Increment();
+    metrics_.Increment("ebb_releases_total", "Runs that gave arena memory back.", {{"model", model}});
   };
 }
 

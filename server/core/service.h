@@ -99,6 +99,9 @@ class InferenceService {
   // depends on an ebb model). Any other parameter is kInvalidArgument.
   Status Load(const std::string& model, const Parameters& parameters = {});
   Status Unload(const std::string& model, const Parameters& parameters = {});
+  // Detaches an attached model (ModelRepository::Detach) and drops its
+  // statistics and metric series. Errors: as Detach.
+  Status Forget(const std::string& model);
 
   // --- Inference ------------------------------------------------------------
   // Decodes the request on the calling thread; called only once the model is
