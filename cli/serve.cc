@@ -1,7 +1,7 @@
 // `ebb serve`: the KServe v2 inference server on a model repository folder.
 // A thin layer: flags -> Runtime, InferenceService (the server core, which
 // opens the repository), RestApi + HttpServer and the gRPC service +
-// GrpcServer over the same core; SIGINT/SIGTERM stop both gracefully. At
+// GrpcServer over the same core; SIGINT, SIGTERM and SIGHUP stop both gracefully. At
 // start-up it prints a request to paste, made for a model the repository
 // really has.
 #include <pthread.h>
@@ -100,6 +100,9 @@ int Serve(const ServeOptions& o) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  // SIGHUP too: a closed terminal or a supervisor's reload signal drains like SIGTERM, instead of
+  // killing the server with its requests in flight (ebb serve has nothing to reload).
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   if (o.modelmesh && o.grpc_port == 0) {
@@ -187,7 +190,8 @@ int Serve(const ServeOptions& o) {
   }
   if (exit_code == 0) {
     sigwait(&signals, &signal);
-    std::printf("ebb serve: %s received, finishing requests in flight\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
+    const char* name = signal == SIGINT ? "SIGINT" : signal == SIGHUP ? "SIGHUP" : "SIGTERM";
+    std::printf("ebb serve: %s received, finishing requests in flight\n", name);
     std::fflush(stdout);
   }
   (*service)->BeginShutdown();    // not ready; new inferences refused

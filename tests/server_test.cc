@@ -5,6 +5,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -437,20 +438,25 @@ TEST(ServerLimitsTest, AFullQueueAnswers503AndTheServerRecovers) {
   RemoveRepository(repo);
 }
 
-TEST(ServerShutdownTest, SigtermLetsRequestsInFlightFinishThenExitsZero) {
+// SIGHUP as SIGTERM: a closed terminal or a supervisor's reload signal must not kill requests in flight.
+TEST(ServerShutdownTest, SigtermAndSighupLetRequestsInFlightFinishThenExitZero) {
   const std::string repo = MakeRepository();
-  testing::ServerProcess server;
-  ASSERT_TRUE(server.Start({"--repository", repo}));
-  const std::string big = BigConvnetRequest(1536);
-  std::atomic<int> status{0};
-  std::thread in_flight([&] {
-    auto res = PostBig(server.port(), big);
-    status = res ? res->status : -1;
-  });
-  WaitUntilRunning(server.port());
-  EXPECT_EQ(server.Stop(SIGTERM), 0);
-  in_flight.join();
-  EXPECT_EQ(status.load(), 200) << "the request in flight was answered before the exit";
+  for (int sig : {SIGTERM, SIGHUP}) {
+    SCOPED_TRACE(strsignal(sig));
+    testing::ServerProcess server;
+    ASSERT_TRUE(server.Start({"--repository", repo}));
+    const std::string big = BigConvnetRequest(1536);
+    std::atomic<int> status{0};
+    std::thread in_flight([&] {
+      auto res = PostBig(server.port(), big);
+      status = res ? res->status : -1;
+    });
+    WaitUntilRunning(server.port());
+    EXPECT_EQ(server.Stop(sig), 0);
+    in_flight.join();
+    EXPECT_EQ(status.load(), 200) << "the request in flight was answered before the exit";
+    EXPECT_NE(server.Output("").find(sig == SIGHUP ? "SIGHUP received" : "SIGTERM received"), std::string::npos);
+  }
   RemoveRepository(repo);
 }
 
