@@ -201,6 +201,18 @@ std::optional<std::string_view> HttpRequest::Header(std::string_view name) const
   return std::nullopt;
 }
 
+Result<std::optional<std::string_view>> HttpRequest::SingleHeader(std::string_view name) const {
+  std::optional<std::string_view> found;
+  for (const auto& [key, value] : headers) {
+    if (!EqualsIgnoreCase(key, name)) continue;
+    if (found && *found != value) {
+      return InvalidArgument("the header " + std::string(name) + " is sent twice with different values");
+    }
+    found = value;
+  }
+  return found;
+}
+
 HttpReply ErrorReply(int status, std::string_view message) {
   return {status, EncodeError(message), "application/json", {}};
 }
@@ -296,8 +308,10 @@ HttpReply RestApi::Infer(const std::string& model, const std::string& version, c
   BinaryOutputs binary;
   Result<InferResponse> response = service_.Infer(model, version, [&]() -> Result<InferRequest> {
     std::optional<size_t> json_length;
-    if (auto header = request.Header(kInferenceHeaderContentLength)) {
-      Result<size_t> parsed = ParseHeaderContentLength(*header);
+    Result<std::optional<std::string_view>> header = request.SingleHeader(kInferenceHeaderContentLength);
+    if (!header.ok()) return header.status();
+    if (*header) {
+      Result<size_t> parsed = ParseHeaderContentLength(**header);
       if (!parsed.ok()) return parsed.status();
       json_length = *parsed;
     }

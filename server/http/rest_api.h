@@ -40,6 +40,10 @@ struct HttpRequest {
 
   // The first header called `name` (ASCII case-insensitive), if any.
   std::optional<std::string_view> Header(std::string_view name) const;
+  // A header that carries one value (a length): absent, or sent once, or repeated with the same
+  // value. Errors: kInvalidArgument when copies disagree (which one counts would be a guess, and a
+  // proxy and ebb could guess differently: the request smuggling of two Content-Lengths).
+  Result<std::optional<std::string_view>> SingleHeader(std::string_view name) const;
 };
 
 struct HttpReply {
