@@ -2,6 +2,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "log.h"
 #include "session_state.h"
 
 namespace ebb {
@@ -132,7 +133,7 @@ Status PrepareInputs(const SessionState& s, const std::string& model, const std:
     bool known = false;
     for (const TensorInfo& info : s.inputs) known |= info.name == t.name;
     if (!known) {
-      return InvalidArgument("model '" + model + "' has no input named '" + t.name + "' (its inputs: " +
+      return InvalidArgument("model '" + model + "' has no input named '" + Clip(t.name) + "' (its inputs: " +
                              Names(s.inputs) + ")");
     }
   }
@@ -176,7 +177,7 @@ Status SelectOutputs(const SessionState& s, const std::string& model, const std:
     size_t i = 0;
     while (i < s.outputs.size() && s.outputs[i].name != name) ++i;
     if (i == s.outputs.size()) {
-      return InvalidArgument("model '" + model + "' has no output named '" + name + "' (its outputs: " +
+      return InvalidArgument("model '" + model + "' has no output named '" + Clip(name) + "' (its outputs: " +
                              Names(s.outputs) + ")");
     }
     index->push_back(i);
@@ -363,12 +364,18 @@ Result<std::vector<NamedTensor>> Session::Run(const std::vector<NamedTensor>& in
   std::vector<Shape> known;
   bool preallocate = detail::KnownOutputShapes(s, prepared.shapes, &known);
   Status status = detail::RunOnce(s, name_, prepared, out_index, record.release_spec, preallocate ? &known : nullptr, &results);
-  if (!status.ok() && preallocate && !s.static_output_shapes && status.code() != StatusCode::kResourceExhausted) {
-    // A cached output shape that proved wrong (data-dependent outputs): stop
-    // trusting the cache for this model and run once more with ORT's outputs.
-    s.shape_cache_usable = false;
+  if (!status.ok() && preallocate && status.code() != StatusCode::kResourceExhausted) {
+    // The shapes written into may be wrong: a cached one (data-dependent outputs), or one the
+    // model declares (a wrong declaration, which plain ORT runs). Run once more with ORT's
+    // outputs; if that works, stop trusting where the shapes came from, for this model.
+    const bool declared = s.static_output_shapes;
+    if (!declared) s.shape_cache_usable = false;
     preallocate = false;
     status = detail::RunOnce(s, name_, prepared, out_index, record.release_spec, nullptr, &results);
+    if (status.ok() && declared && s.static_output_shapes.exchange(false)) {
+      detail::LogWarning("model '" + name_ + "' declares output shapes its runs do not have; its outputs are " +
+                         "allocated by ONNX Runtime from now on");
+    }
   }
   record.outputs_preallocated = preallocate;
   const bool trim = detail::LeaveArenas(s, record, carried, /*outputs_pinned=*/!preallocate);

@@ -21,4 +21,9 @@ std::string Status::ToString() const {
   return std::string(StatusCodeName(code_)) + ": " + message_;
 }
 
+std::string Clip(std::string_view text, size_t max) {
+  if (text.size() <= max) return std::string(text);
+  return std::string(text.substr(0, max)) + "... (" + std::to_string(text.size()) + " bytes)";
+}
+
 }  // namespace ebb

@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace ebb {
@@ -28,6 +29,11 @@ enum class StatusCode {
 
 // Short lower-case name of a code, e.g. "resource_exhausted".
 const char* StatusCodeName(StatusCode code);
+
+// Text a caller sent (a model or tensor name), as it goes into a message: whole up to `max` bytes,
+// else its first `max` bytes and "... (N bytes)", so that an error never echoes a huge name back
+// (a client then fails on the reply's size, and a log line grows without bound).
+std::string Clip(std::string_view text, size_t max = 128);
 
 class [[nodiscard]] Status {
  public:

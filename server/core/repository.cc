@@ -86,7 +86,7 @@ std::string ModelRepository::ModelOfPoolName(const std::string& pool_name) {
 
 Result<std::string> ModelRepository::FolderOf(const std::string& name) const {
   if (!ValidName(name)) {
-    return InvalidArgument("invalid model name '" + name + "' (letters, digits, '.', '_', '-'; not starting with '.')");
+    return InvalidArgument("invalid model name '" + Clip(name) + "' (letters, digits, '.', '_', '-'; not starting with '.')");
   }
   std::error_code ec;
   const fs::path folder = fs::path(options_.root) / name;
@@ -319,7 +319,7 @@ Status ModelRepository::Unload(const std::string& name) {
 
 Status ModelRepository::Attach(const std::string& name, const ModelFile& file, bool pinned) {
   if (!ValidName(name)) {
-    return InvalidArgument("invalid model name '" + name + "' (letters, digits, '.', '_', '-'; not starting with '.')");
+    return InvalidArgument("invalid model name '" + Clip(name) + "' (letters, digits, '.', '_', '-'; not starting with '.')");
   }
   const fs::path folder = fs::path(file.path).parent_path();
   auto config = LoadModelConfig(folder.string());
