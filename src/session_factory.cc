@@ -84,16 +84,17 @@ Status FillSignature(SessionState& s) {
     if (!t.ok()) return t.status();
     s.inputs.push_back(*t);
   }
-  s.static_output_shapes = true;
+  bool static_shapes = true;
   for (size_t i = 0; i < s.session->GetOutputCount(); ++i) {
     std::string name = s.session->GetOutputNameAllocated(i, allocator).get();
     Ort::TypeInfo info = s.session->GetOutputTypeInfo(i);
     Result<TensorInfo> t = Describe(name, info);
     if (!t.ok()) return t.status();
-    for (int64_t d : t->shape) s.static_output_shapes &= d >= 0;
+    for (int64_t d : t->shape) static_shapes &= d >= 0;
     s.has_bytes_outputs |= t->type == DataType::kBytes;
     s.outputs.push_back(*t);
   }
+  s.static_output_shapes = static_shapes;
   for (const TensorInfo& t : s.inputs) s.input_names.push_back(t.name.c_str());
   for (const TensorInfo& t : s.outputs) s.output_names.push_back(t.name.c_str());
   Ort::ModelMetadata metadata = s.session->GetModelMetadata();

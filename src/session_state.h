@@ -70,7 +70,9 @@ struct SessionState {
   std::vector<const char*> input_names;   // point into `inputs`
   std::vector<const char*> output_names;  // point into `outputs`
   std::map<std::string, std::string> metadata;
-  bool static_output_shapes = false;  // every output shape is fully known from the model
+  // Every output shape is fully known from the model; false once a run proved a declared shape
+  // wrong (the model's declaration, not ORT's computation, was off: such a model still runs).
+  std::atomic<bool> static_output_shapes{false};
   bool has_bytes_outputs = false;     // an output is a string tensor (never written into caller buffers)
 
   // The arenas runs of this session allocate from, shared ones included.

@@ -49,10 +49,11 @@ class HostileInputTest : public ::testing::Test {
     fs::remove_all(root);
     const std::string models = EBB_MODELS_DIR;
     // tiny_copy has the same bytes as tiny: one session, two names (finding 9).
-    for (const char* name : {"tiny", "tiny_copy", "waifu2x_scale2x"}) fs::create_directories(root / name);
+    for (const char* name : {"tiny", "tiny_copy", "waifu2x_scale2x", "wrong_shape"}) fs::create_directories(root / name);
     fs::copy_file(models + "/tiny/model.onnx", root / "tiny" / "model.onnx");
     fs::copy_file(models + "/tiny/model.onnx", root / "tiny_copy" / "model.onnx");
     fs::copy_file(models + "/waifu2x_scale2x/model.onnx", root / "waifu2x_scale2x" / "model.onnx");
+    fs::copy_file(testing::TestModelPath("wrong_shape"), root / "wrong_shape" / "model.onnx");
     std::ofstream(root / "waifu2x_scale2x" / "config.json") << R"({"kind": "image_to_image"})";
     repository_ = root.string();
     server_ = new testing::ServerProcess();
@@ -210,6 +211,60 @@ TEST_F(HostileInputTest, ModelsSharingASessionKeepTheirOwnNames) {
   ASSERT_TRUE(good);
   EXPECT_EQ(good->status, 200);
   EXPECT_EQ(json::parse(good->body)["model_name"], "tiny_copy");
+}
+
+// ---- Round three (issue 17), finding 9: the smaller ones -----------------------------------------
+
+// Two Inference-Header-Content-Length headers that disagree: which one counts would be a guess (a
+// proxy may guess the other way), so the request is refused, as two Content-Lengths are.
+TEST_F(HostileInputTest, DisagreeingInferenceHeaderContentLengthsAreRefused) {
+  const std::string header = json{{"inputs", {{{"name", "x"}, {"shape", {1, 64}}, {"datatype", "FP32"},
+                                               {"parameters", {{"binary_data_size", 256}}}}}}}
+                                 .dump();
+  const std::string body = header + std::string(256, '\0');
+  httplib::Client c("127.0.0.1", server_->port());
+  const std::string length = std::to_string(header.size());
+  auto refused = c.Post("/v2/models/tiny/infer",
+                        {{"Inference-Header-Content-Length", length}, {"Inference-Header-Content-Length", "3"}}, body,
+                        "application/octet-stream");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 400);
+  EXPECT_NE(refused->body.find("Inference-Header-Content-Length is sent twice with different values"),
+            std::string::npos)
+      << refused->body;
+  auto same = c.Post("/v2/models/tiny/infer",
+                     {{"Inference-Header-Content-Length", length}, {"Inference-Header-Content-Length", length}}, body,
+                     "application/octet-stream");
+  ASSERT_TRUE(same);
+  EXPECT_EQ(same->status, 200) << "the same value twice is one value: " << same->body;
+}
+
+// A long name is not echoed whole: the message carries its first 128 bytes and its length.
+TEST_F(HostileInputTest, ALongModelNameIsNotEchoedWhole) {
+  const std::string name(7000, 'n');
+  httplib::Client c("127.0.0.1", server_->port());
+  auto res = c.Get(("/v2/models/" + name + "/ready").c_str());
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_NE(res->body.find("invalid model name '" + name.substr(0, 128) + "... (7000 bytes)'"), std::string::npos)
+      << res->body.substr(0, 400);
+  EXPECT_LT(res->body.size(), 600u);
+  EXPECT_EQ(Post("/v2/models/tiny/infer", kGoodTiny)->status, 200);
+}
+
+// A model whose declared static output shape is wrong runs as plain ORT runs it (ebb wrote into a
+// buffer of the declared shape, and every request failed).
+TEST_F(HostileInputTest, AModelWithAWrongDeclaredOutputShapeIsServed) {
+  const std::string body = R"({"inputs":[{"name":"x","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]},)"
+                           R"({"name":"s","shape":[2],"datatype":"INT64","data":[1,4]}]})";
+  for (int i = 0; i < 2; ++i) {
+    auto res = Post("/v2/models/wrong_shape/infer", body);
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+    const json out = json::parse(res->body)["outputs"][0];
+    EXPECT_EQ(out["shape"], json::parse("[1,4]"));
+    EXPECT_EQ(out["data"], json::parse("[1,2,3,4]"));
+  }
 }
 
 }  // namespace

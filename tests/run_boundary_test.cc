@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 
 #include "ebb/runtime.h"
@@ -251,6 +252,43 @@ TEST_F(RunBoundaryTest, RealOcrDetectorReleasesToo) {
   ASSERT_TRUE(released.ok());
   EXPECT_TRUE((*held)[0].tensor.BitwiseEquals((*released)[0].tensor));
   EXPECT_LE(Shared().reserved, floor + kMiB);
+}
+
+// A model that declares a wrong static output shape (y f32[1,8] for a run that makes [1,4]): plain
+// ORT runs it, and so must ebb — it writes outputs into buffers of the declared shape only while
+// that works, then lets ORT allocate them, from that run on.
+Tensor Int64s(const std::vector<int64_t>& values) {
+  Tensor t(DataType::kInt64, {static_cast<int64_t>(values.size())});
+  std::memcpy(t.data(), values.data(), values.size() * sizeof(int64_t));
+  return t;
+}
+
+TEST(DeclaredOutputShapeTest, AWrongStaticOutputShapeFallsBackToOrtsOutputs) {
+  auto rt = Runtime::Create();
+  ASSERT_TRUE(rt.ok());
+  auto session = (*rt)->Load(testing::TestModelPath("wrong_shape"));
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  ASSERT_EQ((*session)->outputs()[0].shape, (Shape{1, 8})) << "the declared shape";
+  const std::vector<float> x = {1, 2, 3, 4};
+  for (int run = 0; run < 3; ++run) {
+    RunFlags flags;
+    flags.ends_operation = run == 2;
+    std::vector<NamedTensor> in;
+    in.push_back({"x", Tensor::FromFloats({1, 4}, x)});
+    in.push_back({"s", Int64s({1, 4})});
+    auto out = (*session)->Run(in, flags);
+    ASSERT_TRUE(out.ok()) << "run " << run << ": " << out.status().ToString();
+    ASSERT_EQ((*out)[0].tensor.shape(), (Shape{1, 4}));
+    const float* y = reinterpret_cast<const float*>((*out)[0].tensor.data());
+    EXPECT_EQ(std::vector<float>(y, y + 4), x);
+  }
+  // A real error is still an error, with ORT's message.
+  std::vector<NamedTensor> wrong;
+  wrong.push_back({"x", Tensor::FromFloats({1, 4}, x)});
+  wrong.push_back({"s", Int64s({1, 5})});
+  Status refused = (*session)->Run(wrong).status();
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("Reshape"), std::string::npos) << refused.ToString();
 }
 
 }  // namespace

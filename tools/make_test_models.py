@@ -29,6 +29,8 @@ With --test-out TEST as well (models only the protocol tests use, kept out of th
   TEST/identity/model.onnx one input per element type (bool, uint8..uint64, int8..int64,
                           fp32, fp64, string), each [N], -> out_<type> = Identity
   TEST/halves/model.onnx  the same for fp16 and bf16 (which the gRPC protocol carries raw only)
+  TEST/wrong_shape/model.onnx  y = reshape(x f32[1,4], s i64[2]), y declared f32[1,8] (a wrong static
+                          output shape for s = [1,4])
 
 opset 17, ir_version 8 (accepted by ONNX Runtime 1.29).
 """
@@ -236,6 +238,21 @@ def make_identity(types, graph_name):
     return finish(graph, "out_<type> = in_<type> for " + ", ".join(t for t, _ in types))
 
 
+def make_wrong_shape():
+    """A model whose declared static output shape is wrong: y = Reshape(x, s), declared f32[1,8];
+    with s = [1,4] the run makes f32[1,4]. Shape inference cannot see through a shape that is an
+    input, so the declaration stands; ONNX Runtime runs the model (the run's own shape wins), and
+    writing into a buffer of the declared shape fails: ebb must fall back to ORT's outputs."""
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "s"], ["y"], name="reshape")],
+        "wrong_shape",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4]),
+         helper.make_tensor_value_info("s", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])],
+    )
+    return finish(graph, "y = reshape(x, s), f32[1,4] for s = [1,4], with y declared f32[1,8]", full_check=False)
+
+
 def write(model, out_dir, name):
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
@@ -270,6 +287,7 @@ def main(argv):
     if args.test_out:
         write(make_identity(IDENTITY_TYPES, "identity"), args.test_out, "identity")
         write(make_identity(HALF_TYPES, "halves"), args.test_out, "halves")
+        write(make_wrong_shape(), args.test_out, "wrong_shape")
     return 0
 
 
