@@ -67,9 +67,10 @@ struct Fd {
   }
 };
 
-// Opens `path` read-only and checks it is a non-empty regular file.
+// Opens `path` read-only and checks it is a non-empty regular file. O_NONBLOCK: a FIFO or device put in its
+// place returns at once (and is refused) instead of blocking the open.
 Status OpenRegular(const std::string& path, Fd* fd, struct stat* st) {
-  fd->fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  fd->fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd->fd < 0) {
     if (errno == ENOENT) return NotFound("model file '" + path + "' does not exist");
     return NotFound("cannot open model file '" + path + "': " + std::strerror(errno));
