@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <openssl/evp.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -125,17 +124,5 @@ Result<std::string> Sha256OfFile(const std::string& path, FileIdentity* identity
   if (settled && fstat(fd.fd, &after) == 0 && IdentityOf(after) == IdentityOf(st)) Memo().Insert(IdentityOf(st), hash);
   return hash;
 }
-
-Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
-  Fd fd;
-  struct stat st;
-  EBB_RETURN_IF_ERROR(OpenRegular(path, &fd, &st));
-  const size_t size = static_cast<size_t>(st.st_size);
-  void* data = mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd.fd, 0);
-  if (data == MAP_FAILED) return Internal("cannot map '" + path + "': " + std::strerror(errno));
-  return std::shared_ptr<MappedFile>(new MappedFile(data, size, IdentityOf(st)));
-}
-
-MappedFile::~MappedFile() { munmap(data_, size_); }
 
 }  // namespace ebb::detail
