@@ -44,7 +44,7 @@ inline constexpr int64_t kMaxScale = 64;
 // the limit on a load request's configuration parameter.
 inline constexpr uint64_t kMaxConfigFileBytes = 64 * 1024;
 // The largest labels.txt read, and the most lines kept from it: the largest
-// label sets in use (ImageNet-21k's 21,843 classes) take well under 1 MiB.
+// label sets in use have tens of thousands of classes (ImageNet-21k: 21,843).
 inline constexpr uint64_t kMaxLabelsFileBytes = 4 * 1024 * 1024;
 inline constexpr size_t kMaxLabels = 1 << 18;
 
