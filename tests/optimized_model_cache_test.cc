@@ -346,7 +346,7 @@ TEST_F(OptimizedModelCacheTest, SessionKeepsRunningAfterItsEntryIsRemoved) {
   ASSERT_TRUE((*s)->load_record().from_optimized_cache);
   auto before = (*s)->Run(ImageInput(32, 32));
   ASSERT_TRUE(before.ok());
-  fs::remove_all(dir_);  // the mapping keeps the removed file alive
+  fs::remove_all(dir_);  // the session runs its own copy of the entry
   auto after = (*s)->Run(ImageInput(32, 32));
   ASSERT_TRUE(after.ok());
   EXPECT_TRUE(OutputBytes(*before) == OutputBytes(*after));
