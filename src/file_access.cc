@@ -16,12 +16,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Errno() { return std::strerror(errno); }
+// errno as text; take it first thing after the failed call (building a message may allocate).
+std::string ErrnoText(int err) { return std::strerror(err); }
 
 // The canonical form of `path` (every link resolved), or why there is none.
 Result<std::string> RealPath(const std::string& path) {
   char* real = realpath(path.c_str(), nullptr);
-  if (!real) return InvalidArgument("cannot be resolved (" + Errno() + ")");
+  if (!real) {
+    const int err = errno;
+    return InvalidArgument("cannot be resolved (" + ErrnoText(err) + ")");
+  }
   std::string text(real);
   std::free(real);
   return text;
@@ -101,8 +105,9 @@ Result<CheckedFile> CheckedFile::Open(const std::string& path, const FileRules& 
   const std::string& what = rules.what;
   struct stat st;
   if (lstat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT || errno == ENOTDIR) return NotFound(what + " '" + path + "' does not exist");
-    return Internal("cannot look at " + what + " '" + path + "': " + Errno());
+    const int err = errno;
+    if (err == ENOENT || err == ENOTDIR) return NotFound(what + " '" + path + "' does not exist");
+    return Internal("cannot look at " + what + " '" + path + "': " + ErrnoText(err));
   }
   std::string target = path;
   std::string root;
@@ -118,9 +123,10 @@ Result<CheckedFile> CheckedFile::Open(const std::string& path, const FileRules& 
   // O_NONBLOCK: opening a FIFO with no writer, or a device, returns at once (fstat then refuses it).
   const int fd = open(target.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
-    if (errno == ELOOP) return InvalidArgument(what + " '" + path + "' is a symbolic link: refused");
-    if (errno == ENOENT) return NotFound(what + " '" + path + "' does not exist");
-    return InvalidArgument("cannot open " + what + " '" + path + "': " + Errno());
+    const int err = errno;
+    if (err == ELOOP) return InvalidArgument(what + " '" + path + "' is a symbolic link: refused");
+    if (err == ENOENT) return NotFound(what + " '" + path + "' does not exist");
+    return InvalidArgument("cannot open " + what + " '" + path + "': " + ErrnoText(err));
   }
   CheckedFile file(fd, 0, rules);
   if (!root.empty()) {
@@ -131,7 +137,10 @@ Result<CheckedFile> CheckedFile::Open(const std::string& path, const FileRules& 
       return InvalidArgument(what + " '" + path + "' changed into a link out of " + root + " while it was opened");
     }
   }
-  if (fstat(fd, &st) != 0) return Internal("cannot stat " + what + " '" + path + "': " + Errno());
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    return Internal("cannot stat " + what + " '" + path + "': " + ErrnoText(err));
+  }
   if (!S_ISREG(st.st_mode)) {
     return InvalidArgument(what + " '" + path + "' is " + KindOf(st.st_mode) + ", not a regular file: refused");
   }
@@ -156,8 +165,9 @@ Result<size_t> CheckedFile::Read(void* buffer, size_t n) {
   while (true) {
     const ssize_t got = read(fd_, buffer, n);
     if (got >= 0) return static_cast<size_t>(got);
-    if (errno == EINTR) continue;
-    return Internal("cannot read " + rules_.what + ": " + Errno());
+    const int err = errno;
+    if (err == EINTR) continue;
+    return Internal("cannot read " + rules_.what + ": " + ErrnoText(err));
   }
 }
 
@@ -202,7 +212,10 @@ Result<std::shared_ptr<FileCopy>> CheckedFile::Copy() {
 }
 
 Status CheckedFile::MakePrivate() {
-  if (fchmod(fd_, S_IRUSR | S_IWUSR) != 0) return Internal("cannot make " + rules_.what + " private: " + Errno());
+  if (fchmod(fd_, S_IRUSR | S_IWUSR) != 0) {
+    const int err = errno;
+    return Internal("cannot make " + rules_.what + " private: " + ErrnoText(err));
+  }
   return Status::Ok();
 }
 
@@ -216,7 +229,10 @@ Result<std::string> ReadCheckedFile(const std::string& path, const FileRules& ru
 
 Status CheckPrivateFolder(const std::string& folder) {
   struct stat st;
-  if (stat(folder.c_str(), &st) != 0) return FailedPrecondition("cannot look at '" + folder + "': " + Errno());
+  if (stat(folder.c_str(), &st) != 0) {
+    const int err = errno;
+    return FailedPrecondition("cannot look at '" + folder + "': " + ErrnoText(err));
+  }
   if (!S_ISDIR(st.st_mode)) return FailedPrecondition("'" + folder + "' is not a folder");
   if (st.st_uid != geteuid()) {
     return FailedPrecondition("the folder '" + folder + "' belongs to user " + std::to_string(st.st_uid) +
@@ -231,13 +247,16 @@ Status CheckPrivateFolder(const std::string& folder) {
 
 Status WritePrivateFile(const std::string& path, const std::string& text) {
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, S_IRUSR | S_IWUSR);
-  if (fd < 0) return Internal("cannot create '" + path + "': " + Errno());
+  if (fd < 0) {
+    const int err = errno;
+    return Internal("cannot create '" + path + "': " + ErrnoText(err));
+  }
   size_t written = 0;
   while (written < text.size()) {
     const ssize_t n = write(fd, text.data() + written, text.size() - written);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      const std::string why = Errno();
+      const std::string why = n < 0 ? ErrnoText(errno) : "nothing written";
       close(fd);
       unlink(path.c_str());
       return Internal("cannot write '" + path + "': " + why);
@@ -245,8 +264,9 @@ Status WritePrivateFile(const std::string& path, const std::string& text) {
     written += static_cast<size_t>(n);
   }
   if (close(fd) != 0) {
+    const int err = errno;
     unlink(path.c_str());
-    return Internal("cannot write '" + path + "': " + Errno());
+    return Internal("cannot write '" + path + "': " + ErrnoText(err));
   }
   return Status::Ok();
 }
