@@ -52,7 +52,7 @@ Result<ModelArg> ResolveModel(const std::string& model, const CommonOptions& opt
   }
   const fs::path file = folder / "model.onnx";
   if (!fs::is_regular_file(file, ec)) return NotFound("model folder '" + folder.string() + "' has no model.onnx");
-  auto config = LoadModelConfig(folder.string());
+  auto config = LoadModelConfig(folder.string(), folder.string());  // config.json confined to its folder
   if (!config.ok()) return config.status();
   fs::path named = fs::absolute(folder, ec).lexically_normal();
   if (!named.has_filename()) named = named.parent_path();  // "models/convnet/"

@@ -1,11 +1,12 @@
 #include "ebb/model_config.h"
 
-#include <filesystem>
-#include <fstream>
 #include <limits>
-#include <utility>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <optional>
+#include <string_view>
+#include <utility>
+
+#include "file_access.h"
 
 namespace ebb {
 namespace {
@@ -124,16 +125,49 @@ std::string ModelConfigToJson(const ModelConfig& c) {
   return j.dump();
 }
 
-Result<ModelConfig> LoadModelConfig(const std::string& folder) {
-  const std::string path = folder + "/config.json";
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return ModelConfig{};
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  Result<ModelConfig> config = ParseModelConfig(text.str());
-  if (!config.ok()) return Status(config.status().code(), path + ": " + config.status().message());
+namespace {
+
+// The text of `<folder>/<name>` under the rules for files beside a model, or
+// nullopt when there is nothing at that path.
+Result<std::optional<std::string>> ReadBesideModel(const std::string& folder, const std::string& root,
+                                                    const char* name, uint64_t max_bytes) {
+  Result<std::string> text =
+      detail::ReadCheckedFile(folder + "/" + name, {.what = name, .root = root, .max_bytes = max_bytes});
+  if (text.ok()) return std::optional<std::string>(std::move(text).value());
+  if (text.status().code() == StatusCode::kNotFound) return std::optional<std::string>();
+  return text.status();
+}
+
+}  // namespace
+
+Result<ModelConfig> LoadModelConfig(const std::string& folder, const std::string& root) {
+  auto text = ReadBesideModel(folder, root, "config.json", kMaxConfigFileBytes);
+  if (!text.ok()) return text.status();
+  if (!text->has_value()) return ModelConfig{};
+  Result<ModelConfig> config = ParseModelConfig(**text);
+  if (!config.ok()) return Status(config.status().code(), folder + "/config.json: " + config.status().message());
   return config;
+}
+
+Result<std::vector<std::string>> LoadModelLabels(const std::string& folder, const std::string& root) {
+  auto text = ReadBesideModel(folder, root, "labels.txt", kMaxLabelsFileBytes);
+  if (!text.ok()) return text.status();
+  std::vector<std::string> labels;
+  if (!text->has_value()) return labels;
+  const std::string& all = **text;
+  for (size_t begin = 0; begin < all.size();) {
+    size_t end = all.find('\n', begin);
+    if (end == std::string::npos) end = all.size();
+    if (labels.size() == kMaxLabels) {
+      return InvalidArgument(folder + "/labels.txt has more than " + std::to_string(kMaxLabels) +
+                             " lines, the limit for labels.txt: refused");
+    }
+    std::string_view line(all.data() + begin, end - begin);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    labels.emplace_back(line);
+    begin = end + 1;
+  }
+  return labels;
 }
 
 }  // namespace ebb

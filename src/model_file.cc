@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <openssl/evp.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -67,9 +66,10 @@ struct Fd {
   }
 };
 
-// Opens `path` read-only and checks it is a non-empty regular file.
+// Opens `path` read-only and checks it is a non-empty regular file. O_NONBLOCK: a FIFO or device put in its
+// place returns at once (and is refused) instead of blocking the open.
 Status OpenRegular(const std::string& path, Fd* fd, struct stat* st) {
-  fd->fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  fd->fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd->fd < 0) {
     if (errno == ENOENT) return NotFound("model file '" + path + "' does not exist");
     return NotFound("cannot open model file '" + path + "': " + std::strerror(errno));
@@ -124,17 +124,5 @@ Result<std::string> Sha256OfFile(const std::string& path, FileIdentity* identity
   if (settled && fstat(fd.fd, &after) == 0 && IdentityOf(after) == IdentityOf(st)) Memo().Insert(IdentityOf(st), hash);
   return hash;
 }
-
-Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
-  Fd fd;
-  struct stat st;
-  EBB_RETURN_IF_ERROR(OpenRegular(path, &fd, &st));
-  const size_t size = static_cast<size_t>(st.st_size);
-  void* data = mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd.fd, 0);
-  if (data == MAP_FAILED) return Internal("cannot map '" + path + "': " + std::strerror(errno));
-  return std::shared_ptr<MappedFile>(new MappedFile(data, size, IdentityOf(st)));
-}
-
-MappedFile::~MappedFile() { munmap(data_, size_); }
 
 }  // namespace ebb::detail

@@ -2,10 +2,8 @@
 // identified by the SHA-256 of its bytes, hashed while streaming the file in
 // chunks (nothing of the file stays in memory), and loaded by ONNX Runtime
 // from its path; FileIdentity tells whether the file changed in between.
-// MappedFile maps a file read-only for as long as something uses its bytes
-// (the optimized-model cache: a session's weights point into the mapping).
 //
-// Thread safety: free functions are reentrant; a MappedFile is immutable.
+// Thread safety: free functions are reentrant.
 #pragma once
 
 #include <cstddef>
@@ -45,28 +43,5 @@ std::string Sha256Hex(const void* data, size_t size);
 // Errors: kNotFound, kInvalidArgument (not a regular file, empty), kInternal
 // (read error).
 Result<std::string> Sha256OfFile(const std::string& path, FileIdentity* identity);
-
-// A file mapped read-only and private, its pages faulted in at once
-// (MAP_POPULATE) so that the RSS after a load is already the steady state.
-// The mapping lives as long as the object. Writing the file in place while it
-// is mapped changes what the mapping shows; truncating it makes reads past the
-// new end fault (SIGBUS): only map files nobody edits in place.
-class MappedFile {
- public:
-  static Result<std::shared_ptr<MappedFile>> Open(const std::string& path);
-  ~MappedFile();
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-
-  const void* data() const { return data_; }
-  size_t size() const { return size_; }
-  const FileIdentity& identity() const { return identity_; }
-
- private:
-  MappedFile(void* data, size_t size, FileIdentity identity) : data_(data), size_(size), identity_(identity) {}
-  void* data_;
-  size_t size_;
-  FileIdentity identity_;
-};
 
 }  // namespace ebb::detail

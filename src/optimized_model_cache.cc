@@ -12,8 +12,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <vector>
+
+#include "file_access.h"
 
 namespace ebb::detail {
 namespace {
@@ -21,7 +22,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr int kFormat = 1;  // bump when the entry layout changes
+// Bump when the entry layout changes. 2: the checksum is seeded with the entry's id; files are checked
+// (owner, mode, no links) and read into memory.
+constexpr int kFormat = 2;
 
 std::string Hex64(uint64_t v) {
   char buf[17];
@@ -29,25 +32,43 @@ std::string Hex64(uint64_t v) {
   return buf;
 }
 
-std::string ReadSmallFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+// The seed of an entry's checksum: the checksum of one key's entry does not verify under another key.
+uint64_t SeedOf(const std::string& id) { return XXH3_64bits(id.data(), id.size()); }
+
+// The rules for the cache's own files: this user's, not writable by others, no links.
+FileRules EntryRules(const char* what, uint64_t max_bytes = 0) {
+  return {.what = what, .own_private = true, .max_bytes = max_bytes};
 }
 
-// Writes `text` to `path` through a temporary file and a rename.
+// Writes `text` to `path` through a new private file and a rename.
 bool WriteAtomically(const std::string& path, const std::string& text, const std::string& temporary) {
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out.flush()) return false;
-  }
   std::error_code ec;
+  fs::remove(temporary, ec);  // one left by a process that died with our pid (the name is ours)
+  if (!WritePrivateFile(temporary, text).ok()) return false;
   fs::rename(temporary, path, ec);
   if (ec) fs::remove(temporary, ec);
   return !ec;
+}
+
+// The checksum of the file ORT wrote at `temporary`, streamed; its size in `bytes`. Makes the file private
+// first (ORT created it with the process's umask).
+Result<std::string> ChecksumOfWritten(const std::string& temporary, const std::string& id, uint64_t* bytes) {
+  Result<CheckedFile> file = CheckedFile::Open(temporary, {.what = "the optimized model"});
+  if (!file.ok()) return file.status();
+  EBB_RETURN_IF_ERROR(file->MakePrivate());
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(), &XXH3_freeState);
+  if (!state || XXH3_64bits_reset_withSeed(state.get(), SeedOf(id)) != XXH_OK) return Internal("XXH3 unavailable");
+  std::vector<char> chunk(1 << 20);
+  *bytes = 0;
+  while (true) {
+    Result<size_t> n = file->Read(chunk.data(), chunk.size());
+    if (!n.ok()) return n.status();
+    if (*n == 0) break;
+    XXH3_64bits_update(state.get(), chunk.data(), *n);
+    *bytes += *n;
+  }
+  if (*bytes == 0) return Internal("the optimized model ORT wrote is empty");
+  return Hex64(XXH3_64bits_digest(state.get()));
 }
 
 json HeaderOf(const OptimizedModelKey& key) {
@@ -92,14 +113,16 @@ std::string OptimizedModelCache::FolderFor(const OptimizedModelCachePolicy& poli
 
 Result<std::unique_ptr<OptimizedModelCache>> OptimizedModelCache::Open(const std::string& folder,
                                                                        uint64_t max_bytes) {
-  if (folder.empty()) return FailedPrecondition("no cache folder (set optimized_model_cache.dir or EBB_CACHE_DIR)");
-  if (CpuFeaturesHash().empty()) return FailedPrecondition("the CPU's feature flags cannot be read");
+  if (folder.empty()) return Unavailable("no cache folder (set optimized_model_cache.dir or EBB_CACHE_DIR)");
+  if (CpuFeaturesHash().empty()) return Unavailable("the CPU's feature flags cannot be read");
   std::error_code ec;
   if (!fs::is_directory(folder, ec)) {
     fs::create_directories(folder, ec);
     if (ec) return FailedPrecondition("cannot create the cache folder '" + folder + "': " + ec.message());
     fs::permissions(folder, fs::perms::owner_all, fs::perm_options::replace, ec);
   }
+  // Whoever can write the folder decides what ORT runs (and can truncate an entry in use): only this user.
+  if (Status st = CheckPrivateFolder(folder); !st.ok()) return FailedPrecondition("refused: " + st.message());
   if (access(folder.c_str(), R_OK | W_OK | X_OK) != 0) {
     return FailedPrecondition("the cache folder '" + folder + "' is not writable");
   }
@@ -110,40 +133,47 @@ std::string OptimizedModelCache::PathOf(const std::string& id, const char* exten
   return folder_ + "/" + id + extension;
 }
 
-std::shared_ptr<MappedFile> OptimizedModelCache::Find(const OptimizedModelKey& key, std::string* why) {
+std::shared_ptr<FileCopy> OptimizedModelCache::Find(const OptimizedModelKey& key, std::string* why) {
   const std::string id = key.Id();
-  std::string problem;
-  auto bad = [&](const std::string& what) -> std::shared_ptr<MappedFile> {
+  auto bad = [&](const std::string& what) -> std::shared_ptr<FileCopy> {
     if (why) *why = what;
     Remove(key);
     return nullptr;
   };
   if (why) why->clear();
-  const std::string header_text = ReadSmallFile(PathOf(id, ".json"));
-  if (header_text.empty()) {
+  Result<std::string> header_text =
+      ReadCheckedFile(PathOf(id, ".json"), EntryRules("the entry's header", kMaxHeaderBytes));
+  if (!header_text.ok()) {
+    if (header_text.status().code() != StatusCode::kNotFound) return bad(header_text.status().message());
     std::error_code ec;
-    if (fs::exists(PathOf(id, ".ort"), ec)) return bad("entry without its header");
+    if (fs::symlink_status(PathOf(id, ".ort"), ec).type() != fs::file_type::not_found) {
+      return bad("entry without its header");
+    }
     return nullptr;  // a plain miss
   }
-  json header = json::parse(header_text, nullptr, /*allow_exceptions=*/false);
+  json header = json::parse(*header_text, nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded() || !header.is_object()) return bad("unreadable header");
   json expected = HeaderOf(key);
   for (const auto& [name, value] : expected.items()) {
     if (!header.contains(name) || header[name] != value) return bad("entry made for another key (" + name + ")");
   }
-  if (!header.contains("bytes") || !header["bytes"].is_number_unsigned() || !header.contains("xxh3_64") ||
-      !header["xxh3_64"].is_string()) {
+  if (!header.contains("bytes") || !header["bytes"].is_number_unsigned() || !header.contains("checksum") ||
+      !header["checksum"].is_string()) {
     return bad("header without size or checksum");
   }
-  auto mapped = MappedFile::Open(PathOf(id, ".ort"));
-  if (!mapped.ok()) return bad("cannot map the entry: " + mapped.status().message());
-  if ((*mapped)->size() != header["bytes"].get<uint64_t>()) return bad("truncated or extended entry");
-  if (Hex64(XXH3_64bits((*mapped)->data(), (*mapped)->size())) != header["xxh3_64"].get<std::string>()) {
-    return bad("corrupt entry (checksum mismatch)");
+  Result<CheckedFile> file = CheckedFile::Open(PathOf(id, ".ort"), EntryRules("the entry"));
+  if (!file.ok()) return bad(file.status().message());
+  if (file->size() != header["bytes"].get<uint64_t>()) return bad("truncated or extended entry");
+  // A copy of our own: what ORT runs cannot be changed, or made to fault, through the file any more.
+  Result<std::shared_ptr<FileCopy>> copy = file->Copy();
+  if (!copy.ok()) return bad("cannot read the entry: " + copy.status().message());
+  if (Hex64(XXH3_64bits_withSeed((*copy)->data(), (*copy)->size(), SeedOf(id))) !=
+      header["checksum"].get<std::string>()) {
+    return bad("corrupt entry, or one made for another key (checksum mismatch)");
   }
   // Last use, for the least-recently-used trim.
   utimensat(AT_FDCWD, PathOf(id, ".json").c_str(), nullptr, 0);
-  return std::move(mapped).value();
+  return std::move(copy).value();
 }
 
 std::string OptimizedModelCache::TemporaryPath(const OptimizedModelKey& key) {
@@ -153,12 +183,13 @@ std::string OptimizedModelCache::TemporaryPath(const OptimizedModelKey& key) {
 
 Status OptimizedModelCache::Commit(const OptimizedModelKey& key, const std::string& temporary) {
   std::error_code ec;
-  auto mapped = MappedFile::Open(temporary);
-  if (!mapped.ok()) {
+  const std::string id = key.Id();
+  uint64_t bytes = 0;
+  Result<std::string> checksum = ChecksumOfWritten(temporary, id, &bytes);
+  if (!checksum.ok()) {
     fs::remove(temporary, ec);
-    return Internal("the optimized model was not written: " + mapped.status().message());
+    return Internal("the optimized model was not written: " + checksum.status().message());
   }
-  const uint64_t bytes = (*mapped)->size();
   if (bytes > max_bytes_) {
     fs::remove(temporary, ec);
     return ResourceExhausted("the optimized model (" + std::to_string(bytes) +
@@ -166,9 +197,7 @@ Status OptimizedModelCache::Commit(const OptimizedModelKey& key, const std::stri
   }
   json header = HeaderOf(key);
   header["bytes"] = bytes;
-  header["xxh3_64"] = Hex64(XXH3_64bits((*mapped)->data(), bytes));
-  mapped->reset();
-  const std::string id = key.Id();
+  header["checksum"] = *checksum;
   fs::rename(temporary, PathOf(id, ".ort"), ec);
   if (ec) {
     fs::remove(temporary, ec);
@@ -203,7 +232,7 @@ uint64_t OptimizedModelCache::TotalBytes() const {
   uint64_t total = 0;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(folder_, ec)) {
-    if (e.is_regular_file(ec)) total += e.file_size(ec);
+    if (e.symlink_status(ec).type() == fs::file_type::regular) total += e.file_size(ec);
   }
   return total;
 }
@@ -220,7 +249,7 @@ void OptimizedModelCache::Trim(const std::string& keep) {
   std::error_code ec;
   const auto stale_before = fs::file_time_type::clock::now() - std::chrono::hours(1);
   for (const auto& e : fs::directory_iterator(folder_, ec)) {
-    if (!e.is_regular_file(ec)) continue;
+    if (e.symlink_status(ec).type() != fs::file_type::regular) continue;  // links are never ours
     const std::string name = e.path().filename().string();
     const uint64_t size = e.file_size(ec);
     const bool temporary = name.find(".tmp.") != std::string::npos;

@@ -2,29 +2,43 @@
 // ("switch-in") of a model cost a fraction of its first load.
 //
 // On a first load ONNX Runtime optimizes the graph (at the policy's level) and
-// saves the result in its own flatbuffer format (.ort). Later loads map that
-// file read-only and hand ORT its bytes directly: no parsing of the ONNX
-// protobuf, no graph optimization, no copy of the weights (they stay in the
-// mapping, as file-backed pages the kernel may drop and re-read).
+// saves the result in its own flatbuffer format (.ort). Later loads read that
+// file into memory of the process's own and hand ORT those bytes directly: no
+// parsing of the ONNX protobuf, no graph optimization, no further copy of the
+// weights (ORT's initializers point into the bytes, which live as long as the
+// session).
 //
 // An entry is two files in the cache folder, named by the entry id (a hash
 // of its key):
 //   <id>.ort   the optimized model
-//   <id>.json  its header: the key it was made for, its size, its XXH3-64
+//   <id>.json  its header: the key it was made for, the .ort's size, and its
+//              checksum: XXH3-64 of the .ort's bytes seeded with a hash of
+//              the id, so an entry made for one key does not verify under
+//              another (a copied or swapped entry is a miss)
 // The key: the model's SHA-256, the options that shape the optimized graph
 // (the optimization level), the ORT version, and the CPU features (ORT warns
 // that an `all`-level model holds layouts chosen for this CPU).
 //
+// Trust: whoever can write the folder decides what ORT runs, so the folder is
+// refused (Open fails, loads do without the cache) unless it is this user's
+// and not writable by group or others; each file must be too, and must not be
+// a link (opened O_NOFOLLOW, checked by fstat: src/file_access.h); a header
+// is at most kMaxHeaderBytes. The checksum guards against accidents (a
+// truncated, corrupt, copied or swapped entry), not against this user
+// forging an entry on purpose: it is not a signature, and this user can
+// change the model files themselves anyway.
+//
 // Safety: an entry is used only if its header parses, names exactly this key,
-// and the .ort file has the recorded size and checksum (checked over the very
-// bytes ORT is given). A missing, foreign, stale, truncated or corrupt entry is
-// a miss: it is removed, the model loads from its original file, and a fresh
-// entry replaces it. Files are written under temporary names and renamed into
-// place, so readers never see a partial entry. The folder is bounded: after
-// each write, the least recently used entries (header mtime, touched on every
-// use) are removed until the total fits max_bytes. Entries are never edited
-// in place: a mapped entry that is replaced or removed stays valid for the
-// sessions that map it.
+// and the .ort file has the recorded size and checksum — checked over the
+// very bytes ORT is given, which are a private copy: an entry truncated or
+// rewritten afterwards changes nothing for the sessions made from it, and
+// cannot make them fault. A missing, foreign, stale, truncated or corrupt
+// entry is a miss: it is removed, the model loads from its original file, and
+// a fresh entry replaces it. Files are written under temporary names (mode
+// 0600) and renamed into place, so readers never see a partial entry. The
+// folder is bounded: after each write, the least recently used entries
+// (header mtime, touched on every use) are removed until the total fits
+// max_bytes.
 //
 // Thread safety: all methods may be called concurrently, from several
 // processes too (each writer uses its own temporary names).
@@ -38,6 +52,7 @@
 #include <string>
 
 #include "ebb/memory_policy.h"
+#include "file_access.h"
 #include "model_file.h"
 
 namespace ebb::detail {
@@ -58,28 +73,35 @@ const std::string& CpuFeaturesHash();
 
 class OptimizedModelCache {
  public:
+  // The largest header read (a real one is ~400 bytes).
+  static constexpr uint64_t kMaxHeaderBytes = 64 * 1024;
+
   // The cache folder a policy names: its `dir`, else $EBB_CACHE_DIR, else
   // $XDG_CACHE_HOME/ebb/optimized-models, else $HOME/.cache/ebb/optimized-models.
   // Empty when none applies.
   static std::string FolderFor(const OptimizedModelCachePolicy& policy);
 
   // The cache in `folder` (created, mode 0700, if missing), or an error saying
-  // why it cannot be used (then loads simply do without it).
+  // why it cannot be used (then loads simply do without it): kUnavailable when
+  // there is no folder to use (no HOME) or no CPU features to key entries by;
+  // kFailedPrecondition for a folder that cannot be created or written, or
+  // that is refused (another user's, or writable by group or others).
   static Result<std::unique_ptr<OptimizedModelCache>> Open(const std::string& folder, uint64_t max_bytes);
 
   const std::string& folder() const { return folder_; }
   uint64_t max_bytes() const { return max_bytes_; }
 
-  // The verified entry for `key`, mapped, or nullptr on a miss. A bad entry is
-  // removed; `why` (optional) says what was wrong ("" for a plain miss).
-  std::shared_ptr<MappedFile> Find(const OptimizedModelKey& key, std::string* why = nullptr);
+  // The verified entry for `key`, copied into memory, or nullptr on a miss. A
+  // bad entry is removed; `why` (optional) says what was wrong ("" for a plain
+  // miss).
+  std::shared_ptr<FileCopy> Find(const OptimizedModelKey& key, std::string* why = nullptr);
 
   // A fresh temporary path in the folder where ORT may write the optimized
   // model for `key`; pass it to Commit, or remove it.
   std::string TemporaryPath(const OptimizedModelKey& key);
 
-  // Turns the file ORT wrote at `temporary` into the entry for `key`
-  // (checksum, header, renames), then trims the folder to max_bytes. The
+  // Turns the file ORT wrote at `temporary` into the entry for `key` (mode
+  // 0600, checksum, header, renames), then trims the folder to max_bytes. The
   // temporary file is gone afterwards either way. An entry larger than
   // max_bytes is not kept (kResourceExhausted).
   Status Commit(const OptimizedModelKey& key, const std::string& temporary);

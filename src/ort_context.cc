@@ -167,7 +167,12 @@ Result<std::shared_ptr<RuntimeContext>> RuntimeContext::Create(const MemoryPolic
       ctx->optimized_cache_ = std::move(cache).value();
     } else {
       ctx->cache_problem_ = "optimized-model cache off: " + cache.status().message();
-      LogInfo(ctx->cache_problem_);
+      // A folder that cannot be used, or is refused, is worth saying; no folder at all (no HOME) is not.
+      if (cache.status().code() == StatusCode::kFailedPrecondition) {
+        LogWarning(ctx->cache_problem_ + "; models load from their files");
+      } else {
+        LogInfo(ctx->cache_problem_);
+      }
     }
   }
   try {

@@ -283,7 +283,7 @@ std::function<bool()> MakeBareOrtRun(Session& session, const std::vector<NamedTe
 
 SessionState::~SessionState() {
   session.reset();
-  mapped_model.reset();
+  model_bytes.reset();
   if (ctx) ctx->TrimHeap(/*force=*/true);
 }
 

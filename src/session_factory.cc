@@ -150,22 +150,22 @@ Status ChangedWhileLoading(const ModelSource& source, const std::string& where) 
 }
 
 // Creates the session from the verified cache entry for `key`, if there is
-// one: ORT gets the mapped optimized model's bytes directly (no copy, no
-// re-optimization), and the mapping stays with the session.
+// one: ORT gets the entry's bytes (the cache's private copy) directly (no
+// further copy, no re-optimization), and the bytes stay with the session.
 bool OpenFromCache(SessionState& s, OptimizedModelCache& cache, const OptimizedModelKey& key) {
   std::string why;
-  std::shared_ptr<MappedFile> mapped = cache.Find(key, &why);
+  std::shared_ptr<FileCopy> bytes = cache.Find(key, &why);
   if (!why.empty()) {
     s.load.optimized_cache_note = why;
     LogWarning("optimized-model cache: " + why + " for model '" + s.name + "'; it is loaded from its file");
   }
-  if (!mapped) return false;
+  if (!bytes) return false;
   Ort::SessionOptions options = BaseOptions(s.ctx->policy());
   options.SetGraphOptimizationLevel(ORT_DISABLE_ALL);  // optimized already
   options.AddConfigEntry(kOrtSessionOptionsConfigUseORTModelBytesDirectly, "1");
   options.AddConfigEntry(kOrtSessionOptionsConfigUseORTModelBytesForInitializers, "1");
   try {
-    s.session = std::make_unique<Ort::Session>(s.ctx->env(), mapped->data(), mapped->size(), options);
+    s.session = std::make_unique<Ort::Session>(s.ctx->env(), bytes->data(), bytes->size(), options);
   } catch (const Ort::Exception& e) {
     s.load.optimized_cache_note = std::string("ONNX Runtime refused the entry: ") + e.what();
     LogWarning("optimized-model cache: " + s.load.optimized_cache_note + "; model '" + s.name +
@@ -173,7 +173,7 @@ bool OpenFromCache(SessionState& s, OptimizedModelCache& cache, const OptimizedM
     cache.Remove(key);
     return false;
   }
-  s.mapped_model = std::move(mapped);
+  s.model_bytes = std::move(bytes);
   s.load.from_optimized_cache = true;
   return true;
 }

@@ -12,7 +12,7 @@
 
 #include "arena_gate.h"
 #include "ebb/session.h"
-#include "model_file.h"
+#include "file_access.h"
 #include "ort_context.h"
 
 namespace ebb::detail {
@@ -57,9 +57,9 @@ struct SessionState {
 
   std::shared_ptr<RuntimeContext> ctx;
   // The optimized model the session was created from, when it came from the
-  // optimized-model cache: ORT's weights point into this mapping, so it must
-  // outlive `session`.
-  std::shared_ptr<MappedFile> mapped_model;
+  // optimized-model cache: ORT's weights point into these bytes (a private
+  // copy of the entry), so they must outlive `session`.
+  std::shared_ptr<FileCopy> model_bytes;
   std::unique_ptr<Ort::Session> session;
   LoadRecord load;
   std::string name;

@@ -1,14 +1,16 @@
 // Hostile and careless requests against the real `ebb serve` over real sockets (issue 9's findings
-// 1, 2, 3, 7 and 9). Each test sends the request, checks the status and the message, checks that
-// the server's memory after the request stays within a stated bound of before (and, where the
-// finding was about memory, that its peak during the request did), and that a good request right
-// after succeeds.
+// 1, 2, 3, 7 and 9), and hostile files beside a model in its repository (issue 17's finding 4). Each
+// test sends the request, checks the status and the message, checks that the server's memory after
+// the request stays within a stated bound of before (and, where the finding was about memory, that
+// its peak during the request did), and that a good request right after succeeds.
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -265,6 +267,160 @@ TEST_F(HostileInputTest, AModelWithAWrongDeclaredOutputShapeIsServed) {
     EXPECT_EQ(out["shape"], json::parse("[1,4]"));
     EXPECT_EQ(out["data"], json::parse("[1,2,3,4]"));
   }
+}
+
+// ---- Issue 17, finding 4: files beside a model escaped confinement ----------------------------------
+
+// A repository whose model folders hold hostile files beside their model.onnx, served by its own
+// `ebb serve`, which loads every model at start-up (where a FIFO config.json used to block it for good,
+// before it opened its ports). The files are refused when the folder is read: the model is not served,
+// its load fails with a message naming the file and the rule, and no byte of the file is read.
+class FilesBesideAModelTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const fs::path root = fs::path(::testing::TempDir()) / ("ebb_beside_" + std::to_string(getpid()));
+    fs::remove_all(root);
+    outside_ = root.string() + "_outside";
+    fs::remove_all(outside_);
+    fs::create_directories(outside_);
+    std::ofstream(outside_ + "/secret.txt") << "SECRET-0\nSECRET-1\nSECRET-2\nSECRET-3\n";
+    const std::string models = EBB_MODELS_DIR;
+    auto model = [&](const std::string& name, const std::string& source) {
+      fs::create_directories(root / name);
+      fs::copy_file(models + "/" + source + "/model.onnx", root / name / "model.onnx");
+      return root / name;
+    };
+    model("tiny", "tiny");
+    std::ofstream(model("labelled", "mixed") / "labels.txt") << "zero\none\ntwo\nthree\n";
+    fs::create_symlink(root / "labelled" / "labels.txt", model("labels_link_inside", "mixed") / "labels.txt");
+    fs::create_symlink(outside_ + "/secret.txt", model("labels_link_out", "mixed") / "labels.txt");
+    ASSERT_EQ(mkfifo((model("labels_fifo", "mixed") / "labels.txt").c_str(), 0644), 0);
+    std::ofstream(model("labels_huge", "mixed") / "labels.txt") << "x";
+    fs::resize_file(root / "labels_huge" / "labels.txt", 5 * kMiB);  // sparse
+    ASSERT_EQ(mkfifo((model("config_fifo", "tiny") / "config.json").c_str(), 0644), 0);
+    fs::create_symlink("/dev/zero", model("config_zero", "tiny") / "config.json");
+    std::ofstream(model("config_huge", "tiny") / "config.json") << "{";
+    fs::resize_file(root / "config_huge" / "config.json", uintmax_t{1} << 30);  // 1 GiB, sparse
+    repository_ = root.string();
+    stderr_path_ = root.string() + "_stderr.txt";
+    server_ = new testing::ServerProcess();
+    // Bounded: before, the FIFO made `ebb serve` wait forever before it opened its ports.
+    const auto t0 = std::chrono::steady_clock::now();
+    auto started =
+        std::async(std::launch::async, [] { return server_->Start({"--repository", repository_}, stderr_path_); });
+    if (started.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+      kill(server_->pid(), SIGKILL);
+      started.wait();
+      FAIL() << "ebb serve did not open its ports within 60 s";
+    }
+    ASSERT_TRUE(started.get()) << "ebb serve did not start";
+    start_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  static void TearDownTestSuite() {
+    EXPECT_EQ(server_->Stop(SIGTERM), 0);
+    delete server_;
+    fs::remove_all(repository_);
+    fs::remove_all(outside_);
+    fs::remove(stderr_path_);
+  }
+
+  static httplib::Result Post(const std::string& path, const std::string& body) {
+    httplib::Client c("127.0.0.1", server_->port());
+    c.set_read_timeout(30, 0);
+    return c.Post(path.c_str(), body, "application/json");
+  }
+
+  // An inference on a copy of `mixed` (sum = a + b + c) whose output asks for the top `classes` classes.
+  static json MixedRequest(int classes) {
+    const json a = {{"name", "a"}, {"shape", {1, 4}}, {"datatype", "FP32"}, {"data", {1, 9, 3, 4}}};
+    const json b = {{"name", "b"}, {"shape", {1, 4}}, {"datatype", "INT64"}, {"data", {0, 0, 0, 0}}};
+    const json c = {{"name", "c"}, {"shape", {1, 4}}, {"datatype", "UINT8"}, {"data", {0, 0, 0, 0}}};
+    const json flag = {{"name", "flag"}, {"shape", {1, 4}}, {"datatype", "BOOL"}, {"data", {true, true, true, true}}};
+    return {{"inputs", {a, b, c, flag}},
+            {"outputs", {{{"name", "sum"}, {"parameters", {{"classification", classes}}}}}}};
+  }
+
+  static inline std::string repository_, outside_, stderr_path_;
+  static inline double start_seconds_ = 0;
+  static inline testing::ServerProcess* server_ = nullptr;
+};
+
+struct BesideCase {
+  const char* model;
+  const char* fragment;  // of the message, after the file's path
+};
+const std::vector<BesideCase> kBesideCases = {
+    {"labels_link_out", "labels.txt' resolves outside"},
+    {"labels_fifo", "labels.txt' is a FIFO, not a regular file: refused"},
+    {"labels_huge", "labels.txt' is 5242880 bytes, larger than the limit of 4 MiB for labels.txt: refused"},
+    {"config_fifo", "config.json' is a FIFO, not a regular file: refused"},
+    {"config_zero", "config.json' resolves outside"},
+    {"config_huge", "config.json' is 1073741824 bytes, larger than the limit of 64 KiB for config.json: refused"},
+};
+
+TEST_F(FilesBesideAModelTest, TheServerOpensItsPortsAndWarnsOfEachRefusedFile) {
+  EXPECT_LT(start_seconds_, 30.0);
+  std::ifstream in(stderr_path_);
+  const std::string log((std::istreambuf_iterator<char>(in)), {});
+  for (const BesideCase& c : kBesideCases) {
+    SCOPED_TRACE(c.model);
+    const size_t at = log.find(std::string("folder '") + c.model + "' of the repository is not served: ");
+    ASSERT_NE(at, std::string::npos) << log;
+    const std::string line = log.substr(at, log.find('\n', at) - at);
+    EXPECT_NE(line.find(c.fragment), std::string::npos) << line;
+  }
+  EXPECT_EQ(log.find("SECRET"), std::string::npos) << log;
+  httplib::Client client("127.0.0.1", server_->port());
+  auto ready = client.Get("/v2/health/ready");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 200);
+  auto good = Post("/v2/models/tiny/infer", kGoodTiny);
+  ASSERT_TRUE(good);
+  EXPECT_EQ(good->status, 200) << good->body;
+}
+
+TEST_F(FilesBesideAModelTest, EachLoadIsRefusedAtOnceNamingTheFileWithMemoryBounded) {
+  const pid_t pid = server_->pid();
+  ASSERT_EQ(Post("/v2/models/tiny/infer", kGoodTiny)->status, 200);
+  for (const BesideCase& c : kBesideCases) {
+    SCOPED_TRACE(c.model);
+    const int64_t before = ProcStatusBytes(pid, "VmRSS");
+    ResetPeakRss(pid);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto res = Post(std::string("/v2/repository/models/") + c.model + "/load", "");
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_TRUE(res) << "no answer (" << httplib::to_string(res.error()) << ")";
+    EXPECT_EQ(res->status, 400) << res->body;
+    EXPECT_NE(res->body.find(c.fragment), std::string::npos) << res->body;
+    EXPECT_LT(seconds, 5.0) << "refused without reading the file: milliseconds; 5 s for a loaded machine";
+    const int64_t peak = ProcStatusBytes(pid, "VmHWM"), after = ProcStatusBytes(pid, "VmRSS");
+    if (testing::kRssBoundsHold) {
+      // Bounds: 16 MiB over the RSS before, at the peak and after (before, /dev/zero grew ~750 MiB/s).
+      EXPECT_LT(peak - before, 16 * kMiB) << "RSS before " << before << ", peak " << peak;
+      EXPECT_LT(after - before, 16 * kMiB) << "RSS before " << before << ", after " << after;
+    }
+    auto good = Post("/v2/models/tiny/infer", kGoodTiny);
+    ASSERT_TRUE(good);
+    EXPECT_EQ(good->status, 200) << good->body;
+  }
+}
+
+TEST_F(FilesBesideAModelTest, ALabelsFileLinkedOutIsNeverServedAndOneLinkedInsideIs) {
+  // Before: labels.txt -> /etc/shadow, and classification returned its lines.
+  auto leaky = Post("/v2/models/labels_link_out/infer", MixedRequest(4).dump());
+  ASSERT_TRUE(leaky);
+  EXPECT_NE(leaky->status, 200) << leaky->body;
+  EXPECT_NE(leaky->body.find("labels.txt' resolves outside"), std::string::npos) << leaky->body;
+  EXPECT_EQ(leaky->body.find("SECRET"), std::string::npos) << leaky->body;
+  auto index = Post("/v2/repository/index", "{}");
+  ASSERT_TRUE(index);
+  EXPECT_EQ(index->body.find("SECRET"), std::string::npos) << index->body;
+  // A link that stays inside the repository is followed: labels come out.
+  auto inside = Post("/v2/models/labels_link_inside/infer", MixedRequest(2).dump());
+  ASSERT_TRUE(inside);
+  ASSERT_EQ(inside->status, 200) << inside->body;
+  EXPECT_EQ(json::parse(inside->body)["outputs"][0]["data"], json({"9.000000:1:one", "4.000000:3:three"}))
+      << inside->body;
 }
 
 }  // namespace

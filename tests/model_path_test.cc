@@ -1,15 +1,22 @@
 // ResolveModelFile (server/core/model_path.h): a path confined to a root,
 // on real files in a temporary folder — ModelMesh's loadModel paths and
-// KServe's --model-dir.
+// KServe's --model-dir; and the files beside a model (LoadModelConfig,
+// LoadModelLabels in ebb/model_config.h) confined to the same root, at their
+// size limits exactly.
 #include "core/model_path.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
+#include "ebb/model_config.h"
+
 namespace fs = std::filesystem;
+using ebb::LoadModelConfig;
+using ebb::LoadModelLabels;
 using ebb::StatusCode;
 using ebb::server::ResolveModelFile;
 
@@ -40,6 +47,7 @@ TEST_F(ModelPathTest, FolderWithModelOnnxRelativeOrAbsolute) {
   ASSERT_TRUE(relative.ok()) << relative.status().ToString();
   EXPECT_EQ(relative->path, Real(root_ / "a" / "model.onnx"));
   EXPECT_EQ(relative->version, "1");
+  EXPECT_EQ(relative->root, Real(root_)) << "the files beside the model are confined to the same root";
   auto absolute = ResolveModelFile(root_.string(), (root_ / "a").string());
   ASSERT_TRUE(absolute.ok());
   EXPECT_EQ(absolute->path, relative->path);
@@ -103,7 +111,57 @@ TEST_F(ModelPathTest, NothingOutsideTheRoot) {
   EXPECT_EQ(alias->path, Real(root_ / "a" / "model.onnx"));
   // The root itself given through a link: its real path is the root.
   fs::create_directory_symlink(root_, tmp_ / "root_link");
-  EXPECT_TRUE(ResolveModelFile((tmp_ / "root_link").string(), "a").ok());
+  auto linked = ResolveModelFile((tmp_ / "root_link").string(), "a");
+  ASSERT_TRUE(linked.ok());
+  EXPECT_EQ(linked->root, Real(root_));
+}
+
+TEST_F(ModelPathTest, FilesBesideAModelAreConfinedRegularAndCapped) {
+  const fs::path m = root_ / "m";
+  Touch(m / "model.onnx");
+  const std::string folder = m.string(), root = root_.string();
+  // Nothing there: defaults.
+  ASSERT_TRUE(LoadModelConfig(folder, root).ok());
+  ASSERT_TRUE(LoadModelLabels(folder, root).ok());
+  EXPECT_TRUE(LoadModelLabels(folder, root)->empty());
+  // A link inside the root is followed; a link out, a dangling link, a folder, a FIFO are refused.
+  fs::create_directories(root_ / "shared");
+  std::ofstream(root_ / "shared" / "labels.txt") << "cat\r\ndog\n";
+  fs::create_symlink(root_ / "shared" / "labels.txt", m / "labels.txt");
+  auto labels = LoadModelLabels(folder, root);
+  ASSERT_TRUE(labels.ok()) << labels.status().ToString();
+  EXPECT_EQ(*labels, (std::vector<std::string>{"cat", "dog"}));
+  EXPECT_EQ(LoadModelLabels(folder, folder).status().code(), StatusCode::kInvalidArgument) << "out of a narrower root";
+  Touch(tmp_ / "outside" / "config.json");
+  fs::create_symlink(tmp_ / "outside" / "config.json", m / "config.json");
+  EXPECT_NE(LoadModelConfig(folder, root).status().message().find("resolves outside"), std::string::npos);
+  fs::remove(m / "config.json");
+  fs::create_symlink(m / "nothing.json", m / "config.json");
+  EXPECT_NE(LoadModelConfig(folder, root).status().message().find("cannot be resolved"), std::string::npos);
+  fs::remove(m / "config.json");
+  fs::create_directories(m / "config.json");
+  EXPECT_NE(LoadModelConfig(folder, root).status().message().find("is a folder, not a regular file"),
+            std::string::npos);
+  fs::remove(m / "config.json");
+  ASSERT_EQ(mkfifo((m / "config.json").c_str(), 0600), 0);
+  EXPECT_NE(LoadModelConfig(folder, root).status().message().find("is a FIFO"), std::string::npos);
+  fs::remove(m / "config.json");
+  // config.json: exactly the limit is read, one byte more is not.
+  std::string config = R"({"kind": "tensor"})";
+  config.insert(config.size() - 1, ebb::kMaxConfigFileBytes - config.size(), ' ');
+  std::ofstream(m / "config.json") << config;
+  EXPECT_TRUE(LoadModelConfig(folder, root).ok()) << LoadModelConfig(folder, root).status().ToString();
+  std::ofstream(m / "config.json", std::ios::app) << " ";
+  EXPECT_NE(LoadModelConfig(folder, root).status().message().find("larger than the limit of 64 KiB for config.json"),
+            std::string::npos)
+      << LoadModelConfig(folder, root).status().ToString();
+  // labels.txt: exactly kMaxLabels lines are read, one more is not.
+  fs::remove(m / "labels.txt");
+  std::ofstream(m / "labels.txt") << std::string(ebb::kMaxLabels, '\n');
+  ASSERT_TRUE(LoadModelLabels(folder, root).ok());
+  EXPECT_EQ(LoadModelLabels(folder, root)->size(), ebb::kMaxLabels);
+  std::ofstream(m / "labels.txt", std::ios::app) << "one more";
+  EXPECT_NE(LoadModelLabels(folder, root).status().message().find("more than 262144 lines"), std::string::npos);
 }
 
 }  // namespace

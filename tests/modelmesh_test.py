@@ -2,7 +2,9 @@
 `ebb serve --modelmesh` as a child process: runtimeStatus, loads beyond the capacity (the pool
 evicts idle models, least recently used first), inference with the model id injected (model_name
 and the mm-model-id header), modelSize, unloadModel with memory back to the floor, a cancelled
-load followed by unloadModel, paths outside the model root refused, runtimeStatus purging.
+load followed by unloadModel, paths outside the model root refused, runtimeStatus purging, and the
+files beside a model (labels.txt, config.json) confined like the model: no link out, no FIFO or
+device, size-capped, refused at once.
 
 Memory is the server's real RSS (/proc/<pid>/status). Run by ctest (tests/CMakeLists.txt) with
 EBB_BINARY, EBB_MODELS_DIR, EBB_GENERATED_MODELS_DIR and EBB_GRPC_PYTHON (the generated stubs).
@@ -11,6 +13,7 @@ EBB_BINARY, EBB_MODELS_DIR, EBB_GENERATED_MODELS_DIR and EBB_GRPC_PYTHON (the ge
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -359,6 +362,65 @@ def test_paths_outside_the_root_and_bad_requests(server, root, tmp):
     # The server keeps serving.
     assert server.load("tiny__isvc-ok", "tiny").sizeInBytes > 0
     server.mesh.unloadModel(mm.UnloadModelRequest(modelId="tiny__isvc-ok"))
+
+
+def test_files_beside_a_model_are_confined_and_never_block(tmp):
+    """Issue 17, finding 4, over loadModel: labels.txt linked to a file outside the model root was
+    served by classification, a FIFO config.json blocked loadModel for good (and unloadModel of that
+    id behind it), config.json -> /dev/zero grew memory ~750 MiB/s. Each is now refused at once with a
+    message naming the file, and the server keeps serving."""
+    pulled = os.path.join(tmp, "beside")
+    repository = os.path.join(tmp, "beside_repository")
+    os.makedirs(repository)
+    secret = os.path.join(tmp, "secret.txt")
+    with open(secret, "w") as f:
+        f.write("SECRET-0\nSECRET-1\nSECRET-2\nSECRET-3\n")
+    for name, source in [("tiny", "tiny"), ("labels_link_out", "mixed"), ("config_fifo", "tiny"),
+                         ("config_zero", "tiny"), ("config_huge", "tiny")]:
+        copy_model(os.path.join(MODELS, source), os.path.join(pulled, name))
+    os.symlink(secret, os.path.join(pulled, "labels_link_out", "labels.txt"))
+    os.mkfifo(os.path.join(pulled, "config_fifo", "config.json"))
+    os.symlink("/dev/zero", os.path.join(pulled, "config_zero", "config.json"))
+    with open(os.path.join(pulled, "config_huge", "config.json"), "w") as f:
+        f.truncate(1 << 30)  # 1 GiB, sparse
+    cases = [
+        ("labels_link_out", "labels.txt' resolves outside"),
+        ("config_fifo", "config.json' is a FIFO, not a regular file"),
+        ("config_zero", "config.json' resolves outside"),
+        ("config_huge", "is 1073741824 bytes, larger than the limit of 64 KiB for config.json"),
+    ]
+
+    def hung(signum, frame):
+        raise TimeoutError("the server did not answer within 120 s")
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(120)  # a hang fails this test rather than ctest's whole run
+    s = Server("--modelmesh", "--repository", repository, "--model-root", pulled, "--no-load",
+               cache=os.path.join(tmp, "cache_beside"))
+    try:
+        s.load("tiny__warm", "tiny")
+        s.mesh.unloadModel(mm.UnloadModelRequest(modelId="tiny__warm"))
+        before = s.rss()
+        for name, fragment in cases:
+            model_id = f"{name}__isvc"
+            start = time.monotonic()
+            with pytest.raises(grpc.RpcError) as e:
+                s.load(model_id, name, timeout=10)
+            assert time.monotonic() - start < 5, name
+            assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (name, e.value.details())
+            assert fragment in e.value.details(), (name, e.value.details())
+            assert "SECRET" not in e.value.details()
+            s.mesh.unloadModel(mm.UnloadModelRequest(modelId=model_id), timeout=10)
+            assert model_id not in s.index()
+        if RSS_BOUNDS_HOLD:
+            assert s.rss() - before <= 16 * MiB, "refusing a file cost memory"
+        assert s.load("tiny__ok", "tiny", timeout=30).sizeInBytes > 0
+        reply = s.v2.ModelInfer(zeros_request(s.v2, "tiny__ok"), timeout=30)
+        assert reply.model_name == "tiny__ok"
+        s.mesh.unloadModel(mm.UnloadModelRequest(modelId="tiny__ok"))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        assert s.stop() == 0
 
 
 def test_runtime_status_purges_loaded_models(server, root):

@@ -2,7 +2,13 @@
 // bitwise identical with and without it, at every level; a corrupt,
 // truncated, foreign or ORT-refused entry falls back to the model's file and
 // is replaced; the folder stays within its bound, least recently used first.
+// Issue 17, finding 5: a folder others can write is refused; an entry
+// truncated or rewritten under a live session changes nothing; an entry
+// copied from another model under the victim's key is rejected; a header that
+// is a link, a device, a FIFO or huge is refused at once with bounded memory.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include <chrono>
@@ -28,6 +34,34 @@ std::string ReadFile(const fs::path& path) {
 
 void WriteFile(const fs::path& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// An entry's checksum as the cache computes it: XXH3-64 seeded with a hash of the entry id (its file name).
+std::string Checksum(const fs::path& ort, const std::string& bytes) {
+  const std::string id = ort.stem().string();
+  char sum[17];
+  std::snprintf(sum, sizeof sum, "%016llx",
+                static_cast<unsigned long long>(
+                    XXH3_64bits_withSeed(bytes.data(), bytes.size(), XXH3_64bits(id.data(), id.size()))));
+  return sum;
+}
+
+// A field of /proc/self/status in bytes ("VmRSS", "VmHWM").
+int64_t OwnStatusBytes(const std::string& field) {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1)) * 1024;
+  }
+  return -1;
+}
+
+// The value of a string field of an entry's header.
+std::string HeaderField(const std::string& header, const std::string& name) {
+  const std::string key = "\"" + name + "\": \"";
+  const size_t at = header.find(key);
+  if (at == std::string::npos) return "";
+  const size_t begin = at + key.size();
+  return header.substr(begin, header.find('"', begin) - begin);
 }
 
 // Deterministic inputs for any of the bundled models.
@@ -145,7 +179,7 @@ TEST_F(OptimizedModelCacheTest, EntryHeaderNamesItsKey) {
   EXPECT_NE(header.find("\"ort_version\": \"1.29.0\""), std::string::npos) << header;
   EXPECT_NE(header.find("\"options\": \"graph_optimization=all\""), std::string::npos) << header;
   EXPECT_NE(header.find("\"cpu_features\""), std::string::npos) << header;
-  EXPECT_NE(header.find("\"xxh3_64\""), std::string::npos) << header;
+  EXPECT_NE(header.find("\"checksum\""), std::string::npos) << header;
   EXPECT_EQ(fs::status(dir_).permissions() & fs::perms::all, fs::perms::owner_all) << "the folder is private";
 }
 
@@ -183,7 +217,16 @@ TEST_F(DamagedEntryTest, TruncatedEntry) {
 }
 
 TEST_F(DamagedEntryTest, EmptyEntry) {
-  Check([](const fs::path& ort, const fs::path&) { fs::resize_file(ort, 0); }, "cannot map");
+  Check([](const fs::path& ort, const fs::path&) { fs::resize_file(ort, 0); }, "truncated");
+}
+
+TEST_F(DamagedEntryTest, EntryThatIsALink) {
+  const fs::path elsewhere = dir_.string() + ".elsewhere.ort";
+  Check([&](const fs::path& ort, const fs::path&) {
+    fs::rename(ort, elsewhere);
+    fs::create_symlink(elsewhere, ort);
+  }, "symbolic link");
+  fs::remove(elsewhere);
 }
 
 TEST_F(DamagedEntryTest, UnreadableHeader) {
@@ -206,13 +249,11 @@ TEST_F(DamagedEntryTest, EntryOrtRefusesThoughItsChecksumMatches) {
   Check([](const fs::path& ort, const fs::path& json) {
     std::string bytes(4096, '\x11');  // not a flatbuffer; header rewritten to match it
     WriteFile(ort, bytes);
-    char sum[17];
-    std::snprintf(sum, sizeof sum, "%016llx", static_cast<unsigned long long>(XXH3_64bits(bytes.data(), bytes.size())));
     std::string header = ReadFile(json);
     const size_t b = header.find("\"bytes\": ") + 9;
     header.replace(b, header.find(',', b) - b, "4096");
-    const size_t x = header.find("\"xxh3_64\": \"") + 12;
-    header.replace(x, 16, sum);
+    const size_t x = header.find("\"checksum\": \"") + 13;
+    header.replace(x, 16, Checksum(ort, bytes));
     WriteFile(json, header);
   }, "refused");
 }
@@ -305,7 +346,7 @@ TEST_F(OptimizedModelCacheTest, SessionKeepsRunningAfterItsEntryIsRemoved) {
   ASSERT_TRUE((*s)->load_record().from_optimized_cache);
   auto before = (*s)->Run(ImageInput(32, 32));
   ASSERT_TRUE(before.ok());
-  fs::remove_all(dir_);  // the mapping keeps the removed file alive
+  fs::remove_all(dir_);  // the session runs its own copy of the entry
   auto after = (*s)->Run(ImageInput(32, 32));
   ASSERT_TRUE(after.ok());
   EXPECT_TRUE(OutputBytes(*before) == OutputBytes(*after));
@@ -333,6 +374,162 @@ TEST_F(OptimizedModelCacheTest, ModelFileRewrittenInPlaceIsHashedAgain) {
   ASSERT_TRUE(b.ok());
   EXPECT_NE(a->get(), b->get()) << "new content, new identity, new session";
   fs::remove(path);
+}
+
+// ---- Issue 17, finding 5: the cache trusted its folder ---------------------------------------------
+
+TEST_F(OptimizedModelCacheTest, FolderOthersCanWriteOrAnotherUsersIsRefusedWithAWarning) {
+  const Outcome plain = LoadAndRun(ModelPath("convnet"), Policy(GraphOptimization::kExtended, /*cache=*/false));
+  struct Case {
+    fs::perms mode;
+    uid_t owner;  // -1: this user
+    const char* why;
+  };
+  std::vector<Case> cases = {{fs::perms::all, static_cast<uid_t>(-1), "writable by group or others (mode 0777"},
+                             {fs::perms::owner_all | fs::perms::group_all, static_cast<uid_t>(-1), "(mode 0770"}};
+  if (geteuid() == 0) cases.push_back({fs::perms::owner_all, 65534, "belongs to user 65534"});  // chown needs root
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.why);
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    fs::permissions(dir_, c.mode, fs::perm_options::replace);
+    if (c.owner != static_cast<uid_t>(-1)) {
+      ASSERT_EQ(chown(dir_.c_str(), c.owner, static_cast<gid_t>(-1)), 0);
+    }
+    ::testing::internal::CaptureStderr();
+    const Outcome out = LoadAndRun(ModelPath("convnet"), Policy());
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    EXPECT_FALSE(out.load.from_optimized_cache);
+    EXPECT_FALSE(out.load.wrote_optimized_cache);
+    EXPECT_NE(out.load.optimized_cache_note.find("optimized-model cache off: refused: the folder"), std::string::npos)
+        << out.load.optimized_cache_note;
+    EXPECT_NE(out.load.optimized_cache_note.find(c.why), std::string::npos) << out.load.optimized_cache_note;
+    EXPECT_NE(log.find("warning: optimized-model cache off: refused"), std::string::npos) << log;
+    EXPECT_TRUE(out.outputs == plain.outputs) << "the model still loads, from its file";
+    std::error_code ec;
+    EXPECT_TRUE(fs::is_empty(dir_, ec)) << "nothing written into a refused folder";
+  }
+}
+
+TEST_F(OptimizedModelCacheTest, EntriesArePrivateWhateverTheUmaskAndOneOthersCanWriteIsRefused) {
+  const mode_t old_umask = umask(0);
+  const Outcome first = LoadAndRun(ModelPath("convnet"), Policy());
+  umask(old_umask);
+  ASSERT_TRUE(first.load.wrote_optimized_cache) << first.load.optimized_cache_note;
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    EXPECT_EQ(e.status().permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write)
+        << e.path();
+  }
+  fs::permissions(Entries(".ort")[0], fs::perms::group_write | fs::perms::others_write, fs::perm_options::add);
+  const Outcome again = LoadAndRun(ModelPath("convnet"), Policy());
+  EXPECT_NE(again.load.optimized_cache_note.find("writable by group or others"), std::string::npos)
+      << again.load.optimized_cache_note;
+  EXPECT_TRUE(again.load.wrote_optimized_cache) << "replaced by a private one";
+  EXPECT_TRUE(again.outputs == first.outputs);
+}
+
+TEST_F(OptimizedModelCacheTest, EntryTruncatedOrRewrittenInPlaceUnderALiveSessionChangesNothing) {
+  // Before, the session's weights were the entry's file pages: truncating the file made the next run
+  // fault (SIGBUS), rewriting it changed the weights. Now the session runs a private copy.
+  for (const char* model : {"tiny", "mixed", "waifu2x_scale2x"}) {
+    SCOPED_TRACE(model);
+    fs::remove_all(dir_);
+    ASSERT_TRUE(LoadAndRun(ModelPath(model), Policy()).load.wrote_optimized_cache);
+    auto rt = Runtime::Create(Policy());
+    ASSERT_TRUE(rt.ok());
+    auto s = (*rt)->Load(ModelPath(model), {.device = DeviceRequest::Cpu()});
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    ASSERT_TRUE((*s)->load_record().from_optimized_cache) << (*s)->load_record().optimized_cache_note;
+    const std::vector<NamedTensor> inputs = InputsFor(**s);
+    auto before = (*s)->Run(inputs);
+    ASSERT_TRUE(before.ok());
+    const fs::path ort = Entries(".ort")[0];
+    const uintmax_t size = fs::file_size(ort);
+    fs::resize_file(ort, 0);  // in place: the same file, now empty
+    auto truncated = (*s)->Run(inputs);
+    ASSERT_TRUE(truncated.ok()) << truncated.status().ToString();
+    EXPECT_TRUE(OutputBytes(*truncated) == OutputBytes(*before));
+    {
+      std::fstream f(ort, std::ios::binary | std::ios::in | std::ios::out);
+      const std::string garbage(size, '\x5a');
+      f.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));  // same size, other bytes
+    }
+    ASSERT_EQ(fs::file_size(ort), size);
+    auto rewritten = (*s)->Run(inputs);
+    ASSERT_TRUE(rewritten.ok()) << rewritten.status().ToString();
+    EXPECT_TRUE(OutputBytes(*rewritten) == OutputBytes(*before));
+  }
+}
+
+TEST_F(OptimizedModelCacheTest, EntryCopiedFromAnotherModelUnderTheVictimsKeyIsRejected) {
+  // The attack of the issue: convnet's entry copied over tiny's, and its header given tiny's
+  // model_sha256, so that every key field names tiny. Before, tiny then ran convnet's graph and weights.
+  const Outcome tiny_plain = LoadAndRun(ModelPath("tiny"), Policy(GraphOptimization::kExtended, /*cache=*/false));
+  ASSERT_TRUE(LoadAndRun(ModelPath("tiny"), Policy()).load.wrote_optimized_cache);
+  const fs::path tiny_ort = Entries(".ort")[0], tiny_json = Entries(".json")[0];
+  const std::string tiny_sha = HeaderField(ReadFile(tiny_json), "model_sha256");
+  ASSERT_EQ(tiny_sha.size(), 64u);
+  ASSERT_TRUE(LoadAndRun(ModelPath("convnet"), Policy()).load.wrote_optimized_cache);
+  fs::path convnet_ort;
+  for (const fs::path& p : Entries(".ort")) {
+    if (p != tiny_ort) convnet_ort = p;
+  }
+  std::string header = ReadFile(fs::path(convnet_ort).replace_extension(".json"));
+  const std::string convnet_sha = HeaderField(header, "model_sha256");
+  header.replace(header.find(convnet_sha), convnet_sha.size(), tiny_sha);
+  fs::copy_file(convnet_ort, tiny_ort, fs::copy_options::overwrite_existing);
+  WriteFile(tiny_json, header);
+
+  const Outcome again = LoadAndRun(ModelPath("tiny"), Policy());
+  EXPECT_NE(again.load.optimized_cache_note.find("checksum mismatch"), std::string::npos)
+      << again.load.optimized_cache_note;
+  EXPECT_TRUE(again.load.wrote_optimized_cache) << "replaced by tiny's own entry";
+  EXPECT_TRUE(again.outputs == tiny_plain.outputs) << "tiny's outputs, not convnet's";
+  const Outcome healed = LoadAndRun(ModelPath("tiny"), Policy());
+  EXPECT_TRUE(healed.load.from_optimized_cache) << healed.load.optimized_cache_note;
+  EXPECT_TRUE(healed.outputs == tiny_plain.outputs);
+}
+
+TEST_F(OptimizedModelCacheTest, HeaderThatIsALinkADeviceAFifoOrHugeIsRefusedAtOnceWithBoundedMemory) {
+  // Before: a header linked to /dev/zero was read without a limit (3.1 GiB in 6 s), a FIFO blocked the
+  // load for good, and a huge header was read whole.
+  const Outcome plain = LoadAndRun(ModelPath("convnet"), Policy(GraphOptimization::kExtended, /*cache=*/false));
+  struct Case {
+    const char* name;
+    std::function<void(const fs::path& json)> make;
+    const char* why;
+  };
+  const std::vector<Case> cases = {
+      {"a link to /dev/zero", [](const fs::path& json) { fs::create_symlink("/dev/zero", json); }, "symbolic link"},
+      {"a FIFO", [](const fs::path& json) { ASSERT_EQ(mkfifo(json.c_str(), 0600), 0); }, "a FIFO"},
+      {"1 GiB (sparse)",
+       [](const fs::path& json) {
+         WriteFile(json, "{");
+         fs::resize_file(json, uintmax_t{1} << 30);
+       },
+       "larger than the limit of 64 KiB for the entry's header"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    fs::remove_all(dir_);
+    ASSERT_TRUE(LoadAndRun(ModelPath("convnet"), Policy()).load.wrote_optimized_cache);
+    const fs::path json = Entries(".json")[0];
+    fs::remove(json);
+    c.make(json);
+    std::ofstream("/proc/self/clear_refs") << "5";  // VmHWM := VmRSS
+    const int64_t before = OwnStatusBytes("VmRSS");
+    const auto t0 = std::chrono::steady_clock::now();
+    const Outcome out = LoadAndRun(ModelPath("convnet"), Policy());
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const int64_t peak = OwnStatusBytes("VmHWM");
+    EXPECT_NE(out.load.optimized_cache_note.find(c.why), std::string::npos) << out.load.optimized_cache_note;
+    EXPECT_TRUE(out.load.wrote_optimized_cache) << "the bad header is removed and the entry written again";
+    EXPECT_TRUE(out.outputs == plain.outputs);
+    EXPECT_LT(seconds, 5.0) << "a convnet load takes milliseconds; the bound is for a loaded machine";
+    if (testing::kRssBoundsHold) {
+      EXPECT_LT(peak - before, 64 * testing::kMiB) << "RSS before " << before << ", peak " << peak;
+    }
+  }
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // ebb/model_config.h — how one model of a model folder is to be served.
 //
 // A model folder holds `model.onnx` (or numeric version folders, each with a
-// `model.onnx`) and, optionally, `config.json`:
+// `model.onnx`) and, optionally, `config.json` and `labels.txt`:
 //
 //   {"kind": "image_to_image", "device": "auto",
 //    "tile": {"size": 128, "overlap": 8, "tiles_per_run": 1}, "scale": 2,
@@ -13,7 +13,14 @@
 // in [1, kMaxTilesPerRun] / [1, kMaxScale], keep_alive_ms <= kMaxKeepAliveMs),
 // so nothing downstream computes with an absurd value.
 //
-// Thread safety: plain values.
+// The files beside a model are read confined to a root folder (the
+// repository, the model root; the model's own folder for `ebb run`): a link
+// out of it is refused, and so is anything but a regular file (a FIFO or a
+// device is refused without blocking) and a file over its size limit
+// (kMaxConfigFileBytes, kMaxLabelsFileBytes). The message names the file and
+// the rule.
+//
+// Thread safety: plain values; the functions are reentrant.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +40,13 @@ inline constexpr int64_t kMaxKeepAliveMs = int64_t{365} * 24 * 60 * 60 * 1000;
 inline constexpr int64_t kMaxTileSide = 1 << 16;
 inline constexpr int64_t kMaxTilesPerRun = 1024;
 inline constexpr int64_t kMaxScale = 64;
+// The largest config.json read: a real one is well under 1 KiB; 64 KiB is also
+// the limit on a load request's configuration parameter.
+inline constexpr uint64_t kMaxConfigFileBytes = 64 * 1024;
+// The largest labels.txt read, and the most lines kept from it: the largest
+// label sets in use have tens of thousands of classes (ImageNet-21k: 21,843).
+inline constexpr uint64_t kMaxLabelsFileBytes = 4 * 1024 * 1024;
+inline constexpr size_t kMaxLabels = 1 << 18;
 
 enum class ModelKind {
   kTensor,        // tensors in, tensors out (one run per request)
@@ -57,7 +71,14 @@ struct ModelConfig {
 Result<ModelConfig> ParseModelConfig(std::string_view json_text);
 // The config as config.json text with every field (ParseModelConfig reads it back).
 std::string ModelConfigToJson(const ModelConfig& config);
-// Reads `<folder>/config.json`; defaults when the file does not exist.
-Result<ModelConfig> LoadModelConfig(const std::string& folder);
+// Reads `<folder>/config.json`, confined to `root` (the folder or one above
+// it); defaults when there is nothing at that path. Errors: the file's rules
+// broken (kInvalidArgument, see above), or its content (ParseModelConfig's).
+Result<ModelConfig> LoadModelConfig(const std::string& folder, const std::string& root);
+// Reads `<folder>/labels.txt` (line i names class i; a trailing "\r" is
+// dropped), confined to `root` as config.json; empty when there is nothing at
+// that path. Errors: the file's rules broken, or more than kMaxLabels lines
+// (kInvalidArgument).
+Result<std::vector<std::string>> LoadModelLabels(const std::string& folder, const std::string& root);
 
 }  // namespace ebb

@@ -51,9 +51,9 @@ Result<ModelFile> ResolveModelFile(const std::string& root_text, const std::stri
     if (!Inside(root, resolved)) {
       return InvalidArgument("model file '" + file.string() + "' resolves outside the model root " + root.string());
     }
-    return ModelFile{resolved.string(), version};
+    return ModelFile{resolved.string(), version, root.string()};
   };
-  if (fs::is_regular_file(real, ec)) return ModelFile{real.string(), "1"};
+  if (fs::is_regular_file(real, ec)) return ModelFile{real.string(), "1", root.string()};
   if (!fs::is_directory(real, ec)) {
     return FailedPrecondition("model path '" + path_text + "' is neither a file nor a folder");
   }

@@ -30,6 +30,7 @@ namespace ebb::server {
 struct ModelFile {
   std::string path;           // canonical path of the model file
   std::string version = "1";  // the version folder's number, else "1"
+  std::string root;           // canonical root it was confined to (the files beside it are too)
 };
 
 // `path` (absolute, or relative to `root`) resolved to a model file under `root`.

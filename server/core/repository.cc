@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <set>
 
 namespace ebb::server {
@@ -31,14 +30,11 @@ std::string Join(const std::vector<std::string>& items) {
   return s;
 }
 
-std::vector<std::string> ReadLabels(const fs::path& file) {
-  std::vector<std::string> labels;
-  std::ifstream in(file);
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    labels.push_back(line);
-  }
-  return labels;
+// labels.txt beside a model, confined to `root` (LoadModelLabels), shared by every copy of its ModelFolder.
+Result<std::shared_ptr<const std::vector<std::string>>> ReadLabels(const fs::path& folder, const std::string& root) {
+  auto labels = LoadModelLabels(folder.string(), root);
+  if (!labels.ok()) return labels.status();
+  return std::make_shared<const std::vector<std::string>>(std::move(labels).value());
 }
 
 }  // namespace
@@ -115,7 +111,9 @@ Result<ModelFolder> ModelRepository::Read(const std::string& name, std::optional
   auto folder = FolderOf(name);
   if (!folder.ok()) return folder.status();
   const Layout layout = Layout::Of(*folder);
-  ModelFolder model{name, !layout.flat_model, {}, {}, config.has_value(), ReadLabels(fs::path(*folder) / "labels.txt")};
+  auto labels = ReadLabels(*folder, options_.root);
+  if (!labels.ok()) return labels.status();
+  ModelFolder model{name, !layout.flat_model, {}, {}, config.has_value(), *labels};
   if (layout.flat_model && !layout.versions.empty()) {
     return InvalidArgument("model '" + name + "' has both model.onnx and version folders with one; keep one layout");
   }
@@ -126,7 +124,7 @@ Result<ModelFolder> ModelRepository::Read(const std::string& name, std::optional
   if (config) {
     model.config = *config;
   } else {
-    auto read = LoadModelConfig(*folder);
+    auto read = LoadModelConfig(*folder, options_.root);
     if (!read.ok()) return read.status();
     model.config = *read;
   }
@@ -322,8 +320,11 @@ Status ModelRepository::Attach(const std::string& name, const ModelFile& file, b
     return InvalidArgument("invalid model name '" + Clip(name) + "' (letters, digits, '.', '_', '-'; not starting with '.')");
   }
   const fs::path folder = fs::path(file.path).parent_path();
-  auto config = LoadModelConfig(folder.string());
+  const std::string root = file.root.empty() ? folder.string() : file.root;
+  auto config = LoadModelConfig(folder.string(), root);
   if (!config.ok()) return InvalidArgument(config.status().message());
+  auto labels = ReadLabels(folder, root);
+  if (!labels.ok()) return InvalidArgument(labels.status().message());
   const auto device = DeviceRequest::Parse(config->device.empty() ? options_.default_device : config->device);
   if (!device.ok()) return InvalidArgument(folder.string() + "/config.json: " + device.status().message());
   bool replaced = false;
@@ -333,7 +334,7 @@ Status ModelRepository::Attach(const std::string& name, const ModelFile& file, b
     replaced = old != models_.end() && (old->second.file.empty() || old->second.file != file.path);
   }
   if (replaced) (void)pool_->Unload(name);  // another file (or a folder model) under this name
-  ModelFolder model{name, false, {file.version}, *config, false, ReadLabels(folder / "labels.txt"), file.path};
+  ModelFolder model{name, false, {file.version}, *config, false, *labels, file.path};
   std::lock_guard<std::mutex> lock(mu_);
   pool_->Add({name, file.path, {.device = *device}, pinned || config->pinned, config->keep_alive_ms});
   bad_configs_.erase(name);

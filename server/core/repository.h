@@ -17,7 +17,12 @@
 // Model names are confined to the repository: a name is a single path
 // component of [A-Za-z0-9._-] not starting with '.', and its folder (and each
 // version folder) must resolve inside it (no symlink escapes). No request can
-// name a path outside it.
+// name a path outside it. config.json and labels.txt are read confined too
+// (LoadModelConfig, LoadModelLabels in ebb/model_config.h): to the repository,
+// or for an attached model to the root its file was confined to; a link out,
+// anything but a regular file (a FIFO is refused without blocking) and a file
+// over its size limit make the folder not served, with the reason in the
+// index and in the load's error.
 //
 // Attached models: a model file anywhere under a root the caller confined it
 // to (server/core/model_path.h) can be served under a name of the same form
@@ -75,7 +80,8 @@ struct ModelFolder {
   std::vector<std::string> versions;  // served, in ascending order
   ModelConfig config;                 // config.json, or the last load request's configuration
   bool config_from_request = false;
-  std::vector<std::string> labels;    // labels.txt
+  // labels.txt (never null; shared, since a ModelFolder is copied for every request)
+  std::shared_ptr<const std::vector<std::string>> labels = std::make_shared<const std::vector<std::string>>();
   std::string file;                   // attached (Attach): the model file; "" for a repository folder
 };
 

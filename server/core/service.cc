@@ -130,7 +130,7 @@ Result<ModelConfiguration> InferenceService::Configuration(const std::string& mo
   }
   c.inputs = signature->inputs;
   c.outputs = signature->outputs;
-  if (!folder->labels.empty()) c.label_filename = "labels.txt";
+  if (!folder->labels->empty()) c.label_filename = "labels.txt";
   c.config = folder->config;
   if (c.config.device.empty()) c.config.device = repository_->default_device();  // the device it is loaded for
   c.config_from_request = folder->config_from_request;
@@ -291,7 +291,7 @@ Status InferenceService::ClassifyOutputs(const std::string& model, const InferRe
   for (NamedTensor& output : *outputs) {
     auto k = request.classification.find(output.name);
     if (k == request.classification.end()) continue;
-    Result<Tensor> classes = Classify(output.tensor, k->second, folder->labels, output.name);
+    Result<Tensor> classes = Classify(output.tensor, k->second, *folder->labels, output.name);
     if (!classes.ok()) return classes.status();
     output.tensor = std::move(classes).value();
   }
