@@ -229,12 +229,12 @@ Result<std::string> ResolveExternalDataFile(const std::string& model_path, const
   const fs::path path = folder / relative;
   std::error_code ec;
   const fs::path real_folder = fs::canonical(folder, ec);
-  if (ec) return NotFound(named + ": the model's folder cannot be read (" + ec.message() + ")");
+  if (ec) return FailedPrecondition(named + ": the model's folder cannot be read (" + ec.message() + ")");
   if (!fs::exists(fs::symlink_status(path, ec)) || !fs::exists(path, ec)) {
-    return NotFound(named + " does not exist (looked for " + path.string() + ")");
+    return FailedPrecondition(named + " does not exist (looked for " + path.string() + ")");
   }
   const fs::path real = fs::canonical(path, ec);
-  if (ec) return NotFound(named + " cannot be resolved: " + ec.message());
+  if (ec) return FailedPrecondition(named + " cannot be resolved: " + ec.message());
   if (!Inside(real_folder, real)) {
     return InvalidArgument(named + " resolves outside the model's folder (to " + real.string() +
                            "); a link out of the folder is refused");

@@ -45,9 +45,10 @@ namespace ebb::detail {
 Result<std::vector<std::string>> ExternalDataLocations(const void* data, size_t size);
 
 // The path ORT opens for `location` of the model at `model_path` (its folder
-// joined with the location), after the checks above. Errors: kNotFound (no
-// such file), kInvalidArgument (absolute, leaving the folder, a link out of
-// it, not a regular file, empty).
+// joined with the location), after the checks above. Errors:
+// kFailedPrecondition (no such file: the model is there, a file it needs is
+// not), kInvalidArgument (absolute, leaving the folder, a link out of it, not
+// a regular file, empty).
 Result<std::string> ResolveExternalDataFile(const std::string& model_path, const std::string& location);
 
 // One external-data file of a model, as it was hashed.

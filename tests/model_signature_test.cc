@@ -122,7 +122,7 @@ TEST_F(ModelFilesTest, MissingEscapingAndOddLocationsAreRefused) {
     std::string says;
   };
   const std::vector<Case> cases = {
-      {"missing.bin", StatusCode::kNotFound, "does not exist"},
+      {"missing.bin", StatusCode::kFailedPrecondition, "does not exist"},
       {"../outside.bin", StatusCode::kInvalidArgument, "leaves the model's folder"},
       {"sub/../../outside.bin", StatusCode::kInvalidArgument, "leaves the model's folder"},
       {(dir_ / "outside.bin").string(), StatusCode::kInvalidArgument, "absolute"},

@@ -373,7 +373,7 @@ TEST_F(OptimizedModelCacheTest, ExternalWeightsAreKeyedAndStoredInTheEntry) {
   auto rt = Runtime::Create(Policy());
   ASSERT_TRUE(rt.ok());
   auto gone = (*rt)->Load(path, {.device = DeviceRequest::Cpu()});
-  EXPECT_EQ(gone.status().code(), StatusCode::kNotFound) << gone.status().ToString();
+  EXPECT_EQ(gone.status().code(), StatusCode::kFailedPrecondition) << gone.status().ToString();
   fs::remove_all(folder);
 }
 

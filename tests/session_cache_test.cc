@@ -246,7 +246,7 @@ TEST_F(ExternalDataKeyTest, MissingOrEscapingWeightsAreRefusedAndLoseNothing) {
     std::string says;
   };
   const std::vector<Case> cases = {
-      {"missing", "weights.bin", false, StatusCode::kNotFound, "does not exist"},
+      {"missing", "weights.bin", false, StatusCode::kFailedPrecondition, "does not exist"},
       {"dotdot", "../outside.bin", false, StatusCode::kInvalidArgument, "leaves the model's folder"},
       {"absolute", (dir_ / "outside.bin").string(), false, StatusCode::kInvalidArgument, "absolute"},
       {"link", "weights.bin", false, StatusCode::kInvalidArgument, "outside the model's folder"},

@@ -48,8 +48,8 @@ struct ModelFiles {
   int64_t total_bytes = 0;
 };
 
-// Errors: kNotFound (no model file; an external-data file missing),
-// kInvalidArgument (not an ONNX model; an external-data location that is
+// Errors: kNotFound (no model file), kFailedPrecondition (an external-data
+// file missing), kInvalidArgument (not an ONNX model; an external-data location that is
 // absolute, leaves the model's folder, or names a link out of it, a folder,
 // or an empty file).
 Result<ModelFiles> ReadModelFiles(const std::string& path);

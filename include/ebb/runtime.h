@@ -64,8 +64,8 @@ class Runtime {
   // (MemoryPolicy::optimized_model_cache): a model loaded before starts from
   // its cached optimized form. The heap a load leaves behind is trimmed before
   // returning.
-  // Errors: kNotFound (no such file, or a missing external-data file),
-  // kInvalidArgument (not a valid model; an external-data location that is
+  // Errors: kNotFound (no such file), kFailedPrecondition (a missing
+  // external-data file), kInvalidArgument (not a valid model; an external-data location that is
   // absolute, leaves the model's folder, or is a link out of it, a folder or
   // an empty file), kUnavailable (strict device that cannot be used; a file
   // kept changing while it was read), kResourceExhausted.

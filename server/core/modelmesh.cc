@@ -70,9 +70,6 @@ Result<int64_t> ModelMeshRuntime::PredictModelSize(const ModelMeshLoad& request)
   // Every file the model reads: model.onnx and its external-data files (each confined to the
   // model's folder, which is inside the root).
   Result<ModelFiles> files = ReadModelFiles(file->path);
-  if (!files.ok() && files.status().code() == StatusCode::kNotFound) {
-    return FailedPrecondition(files.status().message());  // as a missing model path
-  }
   if (!files.ok()) return files.status();
   const auto bytes = static_cast<double>(files->total_bytes);
   return static_cast<int64_t>(std::ceil(bytes * kPredictFactor)) + kPredictBaseBytes;
