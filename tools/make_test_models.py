@@ -24,6 +24,9 @@ for memory footprint tests and benchmarks (not committed; the build writes them)
   The weights are random (memory does not depend on their values); the 256-channel
   convs run at 1/8 of the input side, so a 64x64 input is cheap to run while
   every weight byte is used.
+make_matmul() (y = x @ w, every weight one value) is for the external-data tests, which import this
+file and write it with write_external() (model.onnx + weights.bin) or write() (one file).
+
 With --external-mb as well (some of the --conv-mb sizes), those are also written with ONNX external data:
   OUT/conv_<N>mb_ext/model.onnx + weights.bin  the same graph and weights (so the same
       outputs), every initializer's bytes in weights.bin beside model.onnx
@@ -193,6 +196,19 @@ def make_conv_weights_model(megabytes, rng):
                   full_check=False)
 
 
+def make_matmul(side=64, value=1.0):
+    """y = x @ w for x f32[1,side] and w side x side, every weight `value`: an input of ones gives
+    side * value in every output (the external-data tests write it with write_external)."""
+    w = np.full((side, side), value, dtype=np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="matmul")], "matmul",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, side])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, side])],
+        initializer=[numpy_helper.from_array(w, "w")],
+    )
+    return finish(graph, "y = x @ w, every weight %g" % value)
+
+
 STRING_KEYS = ["apple", "banana", "cherry"]
 
 
@@ -239,7 +255,7 @@ def make_identity(types, graph_name):
     return finish(graph, "out_<type> = in_<type> for " + ", ".join(t for t, _ in types))
 
 
-def write(model, out_dir, name):
+def write(model, out_dir, name, quiet=False):
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
     path = os.path.join(d, "model.onnx")
@@ -249,11 +265,14 @@ def write(model, out_dir, name):
         f.write(data)
     os.replace(tmp, path)
     onnx.checker.check_model(path)  # by path: also for models over the 2 GB protobuf limit
-    print("make_test_models: wrote %s (%d bytes)" % (path, len(data)))
+    if not quiet:
+        print("make_test_models: wrote %s (%d bytes)" % (path, len(data)))
+    return path
 
 
-def write_external(model, out_dir, name, location="weights.bin"):
-    """`model` as OUT/name/model.onnx with every initializer's bytes in OUT/name/<location>."""
+def write_external(model, out_dir, name, location="weights.bin", quiet=False):
+    """`model` as OUT/name/model.onnx with every initializer's bytes in OUT/name/<location>; returns
+    the model's path."""
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
     weights = os.path.join(d, location)
@@ -264,8 +283,10 @@ def write_external(model, out_dir, name, location="weights.bin"):
     onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location=location,
                     size_threshold=0)
     onnx.checker.check_model(path)
-    print("make_test_models: wrote %s (%d bytes) and %s (%d bytes)"
-          % (path, os.path.getsize(path), weights, os.path.getsize(weights)))
+    if not quiet:
+        print("make_test_models: wrote %s (%d bytes) and %s (%d bytes)"
+              % (path, os.path.getsize(path), weights, os.path.getsize(weights)))
+    return path
 
 
 def main(argv):

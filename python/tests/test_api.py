@@ -108,26 +108,13 @@ def test_load_is_cached_by_content(runtime, tmp_path):
     assert runtime.load_count == loads
 
 
-def _matmul_model(folder, value, external=True, location="weights.bin"):
-    """y = x @ w, w 64x64 of `value` (an input of ones gives 64 * value), written by the onnx package:
-    with external data (every initializer in `location` beside model.onnx) or in one file."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-    folder.mkdir(parents=True, exist_ok=True)
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["y"])], "ext",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])],
-        initializer=[numpy_helper.from_array(np.full((64, 64), value, np.float32), "w")])
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    path = folder / "model.onnx"
-    if external:
-        (folder / location).unlink(missing_ok=True)  # onnx appends to an existing file
-        onnx.save_model(m, str(path), save_as_external_data=True, location=location, size_threshold=0)
-    else:
-        onnx.save_model(m, str(path))
-    return path
+def _matmul_model(folder, value, external=True):
+    """y = x @ w, w 64x64 of `value` (an input of ones gives 64 * value), written by the onnx package
+    with external data (weights.bin beside model.onnx) or in one file."""
+    import make_test_models as tool
+    model = tool.make_matmul(64, value)
+    write = tool.write_external if external else tool.write
+    return pathlib.Path(write(model, str(folder.parent), folder.name, quiet=True))
 
 
 def _replace_weights(path, value):
