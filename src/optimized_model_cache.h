@@ -11,9 +11,12 @@
 // of its key):
 //   <id>.ort   the optimized model
 //   <id>.json  its header: the key it was made for, its size, its XXH3-64
-// The key: the model's SHA-256, the options that shape the optimized graph
-// (the optimization level), the ORT version, and the CPU features (ORT warns
-// that an `all`-level model holds layouts chosen for this CPU).
+// The key: the model's identity (its file's SHA-256, or with ONNX external data
+// the hash over every file it reads: external_data.h; ORT-format entries hold
+// the weights inline, so an entry needs no file beside it), the options that
+// shape the optimized graph (the optimization level), the ORT version, and
+// the CPU features (ORT warns that an `all`-level model holds layouts chosen
+// for this CPU).
 //
 // Safety: an entry is used only if its header parses, names exactly this key,
 // and the .ort file has the recorded size and checksum (checked over the very
