@@ -24,6 +24,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <set>
 
 #include "ebb/model_signature.h"
@@ -185,6 +188,34 @@ class WalkMapping {
   FileIdentity identity_;
 };
 
+// The locations of the models walked so far, by the SHA-256 of their bytes
+// (the locations are a function of the bytes alone), so that a load of a
+// model seen before does not walk it again: a walk of conv_300mb costs about
+// 0.6 ms, ppocr_det's 672 nodes about 0.3 ms. At most 1024 are remembered.
+class LocationMemo {
+ public:
+  std::optional<std::vector<std::string>> Find(const std::string& sha256) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(sha256);
+    if (it == entries_.end()) return std::nullopt;
+    return it->second;
+  }
+  void Insert(const std::string& sha256, const std::vector<std::string>& locations) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (entries_.size() >= 1024) entries_.clear();
+    entries_.emplace(sha256, locations);
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::vector<std::string>> entries_;  // guarded by mu_
+};
+
+LocationMemo& Memo() {
+  static LocationMemo memo;
+  return memo;
+}
+
 // The locations named by the model file at `path`; `identity` (optional) is
 // set to the identity of the file walked.
 Result<std::vector<std::string>> LocationsOfFile(const std::string& path, FileIdentity* identity) {
@@ -247,11 +278,16 @@ Result<std::string> ResolveExternalDataFile(const std::string& model_path, const
 Result<std::string> IdentifyModelFiles(const std::string& model_path, const FileIdentity& model_identity,
                                        const std::string& model_sha256, std::vector<ExternalDataFile>* files) {
   files->clear();
-  FileIdentity walked;
-  auto locations = LocationsOfFile(model_path, &walked);
-  if (!locations.ok()) return locations.status();
-  if (walked != model_identity) {
-    return Unavailable("the model file '" + model_path + "' changed while it was being loaded");
+  std::optional<std::vector<std::string>> locations = Memo().Find(model_sha256);
+  if (!locations) {
+    FileIdentity walked;
+    auto found = LocationsOfFile(model_path, &walked);
+    if (!found.ok()) return found.status();
+    if (walked != model_identity) {  // not the bytes that were hashed
+      return Unavailable("the model file '" + model_path + "' changed while it was being loaded");
+    }
+    Memo().Insert(model_sha256, *found);
+    locations = std::move(found).value();
   }
   if (locations->empty()) return model_sha256;
   std::string text = "ebb model files 1\n" + model_sha256 + "\n";

@@ -62,6 +62,8 @@ struct ExternalDataFile {
 // Finds, checks and hashes every external-data file of the model file at
 // `model_path`, whose bytes hashed to `model_sha256` with identity
 // `model_identity`, into `files`, and returns the model's identity (see above).
+// The locations are remembered by the model's SHA-256 (a load of a model seen
+// before does not walk it again); the files are checked and hashed each time.
 // Errors: those of ExternalDataLocations and ResolveExternalDataFile, and
 // kUnavailable when the model file read here is not the one hashed (it was
 // replaced in between: load it again).
