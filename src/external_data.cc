@@ -38,7 +38,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int kMaxGraphDepth = 64;          // subgraphs in subgraphs: a bound against hostile nesting
-constexpr uint64_t kMaxStringBytes = 4096;  // a location or a name longer than a path can be is refused
+constexpr uint64_t kMaxStringBytes = 4096;  // a location longer than a path can be is refused
 
 // The locations found so far, each once, in the order first named.
 struct Locations {
@@ -59,19 +59,24 @@ Status Message(Cursor& c, uint32_t wire, const char* what, Parse parse) {
   return parse(sub);
 }
 
-Status ShortString(Cursor& c, uint32_t wire, const char* what, std::string* out) {
+// Reads a string field of at most kMaxStringBytes into `out`; a longer one is
+// skipped, and `*too_long` set.
+Status BoundedString(Cursor& c, uint32_t wire, const char* what, std::string* out, bool* too_long) {
   EBB_RETURN_IF_ERROR(ExpectDelimited(wire, what));
   uint64_t n = 0;
   EBB_RETURN_IF_ERROR(c.Length(&n));
-  if (n > kMaxStringBytes) return InvalidArgument(std::string(what) + " longer than " + std::to_string(kMaxStringBytes) + " bytes");
-  return c.String(n, out);
+  *too_long = n > kMaxStringBytes;
+  if (!*too_long) return c.String(n, out);
+  (void)c.Sub(n);  // skipped
+  return Status::Ok();
 }
 
 Status ParseTensor(Cursor& c, Locations* out) {
   std::string name, location;
-  bool external = false, has_location = false;
+  bool external = false, has_location = false, location_too_long = false;
   EBB_RETURN_IF_ERROR(ForEachField(c, {8, 13, 14}, [&](uint32_t field, uint32_t wire) {
-    if (field == 8) return ShortString(c, wire, "tensor name", &name);
+    bool too_long = false;
+    if (field == 8) return BoundedString(c, wire, "tensor name", &name, &too_long);  // only for messages
     if (field == 14) {
       if (wire != kVarint) return c.SkipValue(wire);
       uint64_t v = 0;
@@ -81,17 +86,24 @@ Status ParseTensor(Cursor& c, Locations* out) {
     }
     return Message(c, wire, "external_data entry", [&](Cursor& entry) {
       std::string key, value;
+      bool value_too_long = false;
       EBB_RETURN_IF_ERROR(ForEachField(entry, {1, 2}, [&](uint32_t f, uint32_t w) {
-        return ShortString(entry, w, "external_data entry", f == 1 ? &key : &value);
+        return f == 1 ? BoundedString(entry, w, "external_data key", &key, &too_long)
+                      : BoundedString(entry, w, "external_data value", &value, &value_too_long);
       }));
       if (key == "location") {
         location = std::move(value);
         has_location = true;
+        location_too_long = value_too_long;
       }
       return Status::Ok();
     });
   }));
   if (!external) return Status::Ok();
+  if (location_too_long) {
+    return InvalidArgument("tensor '" + name + "' names an external-data location longer than " +
+                           std::to_string(kMaxStringBytes) + " bytes");
+  }
   if (!has_location || location.empty()) {
     return InvalidArgument("tensor '" + name + "' keeps its data in an external file but names no location");
   }

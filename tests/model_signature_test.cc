@@ -179,6 +179,24 @@ TEST_F(ModelFilesTest, EveryTensorOfTheGraphIsWalked) {
   auto none = ReadModelFiles(WriteGraph(bad_graph));
   EXPECT_EQ(none.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(none.status().message().find("names no location"), std::string::npos) << none.status().ToString();
+  // A name longer than a path is only skipped; a location longer than a path, or with a NUL byte, is refused.
+  auto initializer = [](const std::string& name, const std::string& location) {
+    std::string t;
+    pb::Bytes(t, 8, name);
+    pb::Bytes(t, 13, pb::Entry("location", location));
+    pb::Int(t, 14, 1);
+    std::string g;
+    pb::Bytes(g, 5, t);
+    return g;
+  };
+  auto long_name = ReadModelFiles(WriteGraph(initializer(std::string(5000, 'n'), "a.bin")));
+  ASSERT_TRUE(long_name.ok()) << long_name.status().ToString();
+  EXPECT_EQ(long_name->external_data.size(), 1u);
+  auto long_location = ReadModelFiles(WriteGraph(initializer("w", std::string(5000, 'l'))));
+  EXPECT_NE(long_location.status().message().find("longer than 4096 bytes"), std::string::npos)
+      << long_location.status().ToString();
+  auto nul = ReadModelFiles(WriteGraph(initializer("w", std::string("a.bin\0/etc/passwd", 17))));
+  EXPECT_NE(nul.status().message().find("NUL byte"), std::string::npos) << nul.status().ToString();
   const std::string whole = testing::MatMulModelBytes(1.f, "a.bin");
   std::ofstream(dir_ / "m" / "model.onnx", std::ios::binary | std::ios::trunc) << whole.substr(0, whole.size() - 5);
   EXPECT_EQ(ReadModelFiles((dir_ / "m" / "model.onnx").string()).status().code(), StatusCode::kInvalidArgument);
