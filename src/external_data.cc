@@ -202,8 +202,9 @@ class WalkMapping {
 
 // The locations of the models walked so far, by the SHA-256 of their bytes
 // (the locations are a function of the bytes alone), so that a load of a
-// model seen before does not walk it again: a walk of conv_300mb costs about
-// 0.6 ms, ppocr_det's 672 nodes about 0.3 ms. At most 1024 are remembered.
+// model seen before does not walk it again: with the walk, a Load that finds
+// its session cached took 0.6 ms for conv_300mb and 0.35 ms for ppocr_det
+// (672 nodes), without it 2.6 us. At most 1024 are remembered.
 class LocationMemo {
  public:
   std::optional<std::vector<std::string>> Find(const std::string& sha256) {
