@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "ebb/version.h"
 #include "ebb/model_config.h"
+#include "ebb/model_signature.h"
 
 namespace ebb::cli {
 namespace {
@@ -57,8 +58,13 @@ int RunInfo(const CommonOptions& common, const std::string& model) {
     for (const TensorInfo& t : infos) list.push_back({{"name", t.name}, {"datatype", DataTypeName(t.type)}, {"shape", t.shape}});
     return list;
   };
+  // The files it reads (ONNX external data beside it, when any), checked by the load above.
+  Result<ModelFiles> files = ReadModelFiles(resolved->path);
+  if (!files.ok()) return Fail(files.status());
   PrintJson({{"name", session->name()},
              {"file", resolved->path},
+             {"external_data", files->external_data},
+             {"file_bytes", files->total_bytes},
              {"device", session->device().ToString()},
              {"provider", session->device().provider},
              {"fallback_reason", session->device().fallback_reason},

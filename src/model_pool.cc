@@ -6,11 +6,26 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "ebb/model_signature.h"
 #include "log.h"
 
 namespace ebb {
 
 using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// The bytes of every file the model reads: the model file and its external-data
+// files (what its weights take at least, once loaded); the model file's size
+// alone when they cannot be listed (its load then says why); 0 without a file.
+int64_t ModelBytes(const std::string& path) {
+  if (Result<ModelFiles> files = ReadModelFiles(path); files.ok()) return files->total_bytes;
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(path, ec);
+  return ec ? 0 : static_cast<int64_t>(bytes);
+}
+
+}  // namespace
 
 const char* PoolStateName(PoolState state) {
   switch (state) {
@@ -37,7 +52,7 @@ struct ModelPool::Entry {
   std::shared_ptr<Session> session;
   std::string device;            // resolved device once loaded
   std::string reason;
-  int64_t file_bytes = 0;        // the provisional charge before a first load
+  int64_t file_bytes = 0;        // the provisional charge before a first load (ModelBytes)
   int64_t load_bytes = 0;
   int64_t transient_bytes = 0;
   bool loaded_once = false;
@@ -100,14 +115,13 @@ ModelPool::~ModelPool() {
 }
 
 void ModelPool::Add(ModelSpec spec) {
-  std::error_code ec;
-  const int64_t file_bytes = static_cast<int64_t>(std::filesystem::file_size(spec.path, ec));
+  const int64_t file_bytes = ModelBytes(spec.path);
   spec.load.name = spec.name;
   std::lock_guard<std::mutex> lock(mu_);
   auto& e = entries_[spec.name];
   if (!e) e = std::make_unique<Entry>();
   e->removed = false;
-  e->file_bytes = ec ? 0 : file_bytes;
+  e->file_bytes = file_bytes;
   e->spec = std::move(spec);
 }
 
@@ -221,6 +235,8 @@ Status ModelPool::LoadLocked(Entry& e, bool on_demand, std::unique_lock<std::mut
     (void)runtime_.Trim();
   }
   const double load_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  // The files as loaded now (weights may have been replaced since Add).
+  const int64_t file_bytes = session.ok() ? ModelBytes(spec.path) : 0;
   lock.lock();
   if (!session.ok()) {
     e.state = PoolState::kUnloaded;
@@ -234,6 +250,7 @@ Status ModelPool::LoadLocked(Entry& e, bool on_demand, std::unique_lock<std::mut
   e.state = PoolState::kReady;
   e.reason.clear();
   e.load_bytes = std::max<int64_t>(grew, 0);
+  e.file_bytes = file_bytes;
   e.loaded_once = true;
   e.last_used = Clock::now();
   ++e.loads;

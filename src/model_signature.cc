@@ -13,115 +13,20 @@
 //   TensorShapeProto  1: dim (Dimension: 1 dim_value, 2 dim_param)
 #include "ebb/model_signature.h"
 
-#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
+#include "protobuf_cursor.h"
 #include "session_state.h"
 
 namespace ebb {
 namespace {
 
-enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
-
-// Reads protobuf fields from a stream between its position and `end`.
-class Cursor {
- public:
-  Cursor(std::istream& in, uint64_t pos, uint64_t end) : in_(in), pos_(pos), end_(end) {}
-
-  bool done() const { return pos_ >= end_; }
-  uint64_t pos() const { return pos_; }
-
-  // The next field's number and wire type.
-  Status Tag(uint32_t* field, uint32_t* wire) {
-    uint64_t tag = 0;
-    EBB_RETURN_IF_ERROR(Varint(&tag));
-    *field = static_cast<uint32_t>(tag >> 3);
-    *wire = static_cast<uint32_t>(tag & 7);
-    return Status::Ok();
-  }
-
-  Status Varint(uint64_t* value) {
-    *value = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      if (pos_ >= end_) return Truncated();
-      const int c = in_.get();
-      if (c == EOF) return Truncated();
-      ++pos_;
-      *value |= static_cast<uint64_t>(c & 0x7f) << shift;
-      if ((c & 0x80) == 0) return Status::Ok();
-    }
-    return InvalidArgument("malformed varint");
-  }
-
-  // The length of a length-delimited field, checked against the enclosing end.
-  Status Length(uint64_t* length) {
-    EBB_RETURN_IF_ERROR(Varint(length));
-    if (*length > end_ - pos_) return Truncated();
-    return Status::Ok();
-  }
-
-  // A cursor over the next `length` bytes; this one moves past them.
-  Cursor Sub(uint64_t length) {
-    Cursor sub(in_, pos_, pos_ + length);
-    pos_ += length;
-    return sub;
-  }
-
-  Status String(uint64_t length, std::string* out) {
-    out->resize(length);
-    Seek();
-    if (length && !in_.read(out->data(), static_cast<std::streamsize>(length))) return Truncated();
-    pos_ += length;
-    return Status::Ok();
-  }
-
-  // Skips the value of a field of wire type `wire`.
-  Status SkipValue(uint32_t wire) {
-    uint64_t n = 0;
-    switch (wire) {
-      case kVarint: return Varint(&n);
-      case kFixed64: n = 8; break;
-      case kFixed32: n = 4; break;
-      case kLengthDelimited: EBB_RETURN_IF_ERROR(Length(&n)); break;
-      default: return InvalidArgument("unsupported protobuf wire type " + std::to_string(wire));
-    }
-    if (n > end_ - pos_) return Truncated();
-    pos_ += n;
-    return Status::Ok();
-  }
-
-  // Positions the stream at pos() (a sub-cursor may have been read after us).
-  void Seek() { in_.seekg(static_cast<std::streamoff>(pos_)); }
-
- private:
-  static Status Truncated() { return InvalidArgument("truncated"); }
-
-  std::istream& in_;
-  uint64_t pos_, end_;
-};
-
-// Calls on_field(field, cursor) for every length-delimited field whose number
-// is in `wanted` (on_field must consume its value); skips the rest.
-template <typename OnField>
-Status ForEachField(Cursor& c, std::initializer_list<uint32_t> wanted, OnField on_field) {
-  while (!c.done()) {
-    c.Seek();
-    uint32_t field = 0, wire = 0;
-    EBB_RETURN_IF_ERROR(c.Tag(&field, &wire));
-    if (std::find(wanted.begin(), wanted.end(), field) != wanted.end()) {
-      EBB_RETURN_IF_ERROR(on_field(field, wire));
-    } else {
-      EBB_RETURN_IF_ERROR(c.SkipValue(wire));
-    }
-  }
-  return Status::Ok();
-}
-
-Status ExpectDelimited(uint32_t wire, const char* what) {
-  return wire == kLengthDelimited ? Status::Ok() : InvalidArgument(std::string(what) + " has the wrong wire type");
-}
+using detail::Cursor;
+using detail::ExpectDelimited;
+using detail::ForEachField;
+using detail::kVarint;
 
 Status ParseDim(Cursor& c, int64_t* dim) {
   *dim = -1;

@@ -15,9 +15,12 @@
 //              checksum: XXH3-64 of the .ort's bytes seeded with a hash of
 //              the id, so an entry made for one key does not verify under
 //              another (a copied or swapped entry is a miss)
-// The key: the model's SHA-256, the options that shape the optimized graph
-// (the optimization level), the ORT version, and the CPU features (ORT warns
-// that an `all`-level model holds layouts chosen for this CPU).
+// The key: the model's identity (its file's SHA-256, or with ONNX external data
+// the hash over every file it reads: external_data.h; ORT-format entries hold
+// the weights inline, so an entry needs no file beside it), the options that
+// shape the optimized graph (the optimization level), the ORT version, and
+// the CPU features (ORT warns that an `all`-level model holds layouts chosen
+// for this CPU).
 //
 // Trust: whoever can write the folder decides what ORT runs, so the folder is
 // refused (Open fails, loads do without the cache) unless it is this user's

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "external_data.h"
 #include "log.h"
 #include "model_file.h"
 #include "ort_context.h"
@@ -64,23 +65,36 @@ SessionCache& Runtime::cache() { return *cache_; }
 uint64_t Runtime::load_count() const { return cache_->total_loads(); }
 
 Result<std::shared_ptr<Session>> Runtime::Load(const std::string& model_path, const LoadOptions& options) {
-  // The file is hashed as a stream and ORT reads it itself: no copy of it is
-  // kept. If it is replaced while ORT reads it, hash and load again.
+  // The files are hashed as streams and ORT reads them itself: no copy of
+  // them is kept. The model's identity covers its external-data files too
+  // (external_data.h). If a file is replaced while ORT reads it, hash and
+  // load again.
   for (int attempt = 0;; ++attempt) {
     detail::ModelSource source;
     source.path = model_path;
     Result<std::string> sha256 = detail::Sha256OfFile(model_path, &source.identity);
     if (!sha256.ok()) return sha256.status();
-    Result<std::shared_ptr<Session>> session = LoadSource(source, *sha256, options);
+    Result<std::string> identity = detail::IdentifyModelFiles(model_path, source.identity, *sha256, &source.external);
+    Result<std::shared_ptr<Session>> session =
+        identity.ok() ? LoadSource(source, *identity, options) : Result<std::shared_ptr<Session>>(identity.status());
     Result<detail::FileIdentity> now = detail::StatFile(model_path);
     const bool changed = !session.ok() && session.status().code() == StatusCode::kUnavailable &&
-                         (!now.ok() || *now != source.identity);
+                         (!now.ok() || *now != source.identity || !detail::ExternalDataUnchanged(source.external));
     if (!changed || attempt == 2) return session;
-    detail::LogWarning("model file '" + model_path + "' changed while it was loading; loading it again");
+    detail::LogWarning("model file '" + model_path +
+                       "' or its external data changed while it was loading; loading it again");
   }
 }
 
 Result<std::shared_ptr<Session>> Runtime::LoadFromBytes(const std::string& bytes, const LoadOptions& options) {
+  // Bytes have no folder to find external data in (ORT would look in the
+  // working directory, and the identity would not cover what it read there).
+  // A model whose encoding ebb cannot walk goes on to ORT, which says why.
+  Result<std::vector<std::string>> locations = detail::ExternalDataLocations(bytes.data(), bytes.size());
+  if (locations.ok() && !locations->empty()) {
+    return InvalidArgument("the model bytes name external-data files ('" + locations->front() +
+                           "'): load the model from its file, beside them");
+  }
   detail::ModelSource source;
   source.bytes = &bytes;
   return LoadSource(source, detail::Sha256Hex(bytes.data(), bytes.size()), options);

@@ -138,15 +138,17 @@ std::unique_ptr<Ort::Session> NewSession(Ort::Env& env, const ModelSource& sourc
   return std::make_unique<Ort::Session>(env, source.path.c_str(), options);
 }
 
-// Whether the model file is still what was hashed (always true for bytes).
+// Whether the model file and its external-data files are still what was
+// hashed (always true for bytes).
 bool SourceUnchanged(const ModelSource& source) {
   if (source.bytes) return true;
   Result<FileIdentity> now = StatFile(source.path);
-  return now.ok() && *now == source.identity;
+  return now.ok() && *now == source.identity && ExternalDataUnchanged(source.external);
 }
 
 Status ChangedWhileLoading(const ModelSource& source, const std::string& where) {
-  return Unavailable(where + ": the model file '" + source.path + "' changed while it was being loaded");
+  return Unavailable(where + ": the model file '" + source.path + "'" +
+                     (source.external.empty() ? "" : " or its external data") + " changed while it was being loaded");
 }
 
 // Creates the session from the verified cache entry for `key`, if there is

@@ -5,8 +5,10 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ebb/device.h"
+#include "external_data.h"
 #include "model_file.h"
 #include "session_state.h"
 
@@ -17,17 +19,21 @@ struct SessionSpec {
   std::string source_path;
   DeviceRequest device;
   bool strict_device = false;
-  std::string model_sha256;  // the model's identity (session and optimized-model cache keys)
+  // The model's identity (session and optimized-model cache keys): its file's
+  // SHA-256, or with external data the hash over every file (external_data.h).
+  std::string model_sha256;
 };
 
 // Where the model comes from: its bytes in memory, or else the file at `path`,
-// which ORT reads itself (ebb keeps no copy). For a file, `identity` is what
-// was hashed: if the file changed by the time ORT has read it, the load fails
-// with kUnavailable and nothing is cached.
+// which ORT reads itself (ebb keeps no copy), with the external-data files it
+// names. For a file, `identity` and `external` are what was hashed: if any of
+// them changed by the time ORT has read it, the load fails with kUnavailable
+// and nothing is cached.
 struct ModelSource {
   const std::string* bytes = nullptr;
   std::string path;
   FileIdentity identity;
+  std::vector<ExternalDataFile> external;
 };
 
 GraphOptimizationLevel ToOrtLevel(GraphOptimization level);

@@ -216,6 +216,34 @@ TEST_F(CliTest, EveryCommandTakesAModelFileAFolderOrAName) {
   EXPECT_TRUE(IsPngFile(Path("file.png")));
 }
 
+// A model with ONNX external data (issue 18): the conv model of about 1 MB of weights written by the
+// tests' model tool in one file and with weights.bin beside model.onnx.
+TEST_F(CliTest, InfoAndRunTakeAModelWithExternalData) {
+  const std::string tool = std::string(EBB_SOURCE_DIR) + "/tools/make_test_models.py";
+  ASSERT_EQ(std::system(("/usr/bin/python3 " + tool + " --conv-mb 1 --external-mb 1 --out " + dir_.string() +
+                         " > /dev/null").c_str()),
+            0);
+  const std::string ext = Path("conv_1mb_ext"), single = Path("conv_1mb");
+  Outcome info = Ebb("info " + ext + " --device cpu");
+  ASSERT_EQ(info.exit_code, 0) << info.output;
+  nlohmann::json described = JsonIn(info.output);
+  EXPECT_EQ(described["external_data"], nlohmann::json::array({ext + "/weights.bin"}));
+  EXPECT_EQ(described["file_bytes"].get<int64_t>(),
+            static_cast<int64_t>(std::filesystem::file_size(ext + "/model.onnx") +
+                                 std::filesystem::file_size(ext + "/weights.bin")));
+  EXPECT_EQ(JsonIn(Ebb("info " + single + " --device cpu").output)["external_data"], nlohmann::json::array());
+  for (const std::string& model : {ext, single}) {
+    Outcome run = Ebb("run " + model + " -i " + kFixtures + "astronaut_96.png -o " + model + ".png --device cpu");
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+  }
+  EXPECT_EQ(Head(ext + ".png", 1 << 20), Head(single + ".png", 1 << 20)) << "the same weights, the same image";
+  std::filesystem::remove(ext + "/weights.bin");
+  Outcome missing = Ebb("info " + ext + " --device cpu");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.output.find("external-data file 'weights.bin'"), std::string::npos) << missing.output;
+  EXPECT_NE(missing.output.find("does not exist"), std::string::npos) << missing.output;
+}
+
 TEST_F(CliTest, AMissingModelIsTheSameClearErrorInEveryCommand) {
   const std::string missing = "no_such_model";
   const std::string message = "model 'no_such_model' not found: no such model file or model folder, and no folder "

@@ -1,7 +1,7 @@
 """KServe's single-model form of `ebb serve`: `--model-name m --model-dir DIR` (DIR as KServe mounts
 it at /mnt/models) answers the v2 health, metadata and inference calls over HTTP and gRPC under
-the name `m`, and is ready only once the model is loaded. Run by ctest with EBB_BINARY,
-EBB_MODELS_DIR and EBB_GRPC_PYTHON.
+the name `m`, and is ready only once the model is loaded; a model with external data works there
+too. Run by ctest with EBB_BINARY, EBB_MODELS_DIR and EBB_GRPC_PYTHON.
 """
 
 import json
@@ -19,6 +19,8 @@ import numpy as np
 import pytest
 from serve_process import ServeProcess
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import make_test_models  # noqa: E402  (the external-data models)
 sys.path.insert(0, os.environ["EBB_GRPC_PYTHON"])
 import grpc_service_pb2 as pb  # noqa: E402
 import grpc_service_pb2_grpc as pb_grpc  # noqa: E402
@@ -119,6 +121,37 @@ def test_one_onnx_file_and_version_folders(tmp):
         check_serves_tiny_as_m(s, version="2")
     finally:
         assert s.stop() == 0
+
+
+def check_serves_matmul_as_m(model_dir, version):
+    s = Server("--model-name", "m", "--model-dir", model_dir)
+    try:
+        assert s.loaded.wait(60), s.lines
+        status, reply = s.http("/v2/models/m/infer", {"inputs": [{"name": "x", "shape": [1, 64], "datatype": "FP32",
+                                                                 "data": [1.0] * 64}]})
+        assert status == 200 and reply["outputs"][0]["data"] == [32.0] * 64, reply
+        assert reply["model_version"] == version
+    finally:
+        assert s.stop() == 0
+
+
+def test_external_data_beside_the_model(tmp):
+    # The model with its weights in weights.bin beside it, as onnx saves external data: as the one
+    # .onnx file of the mount, and in a version folder.
+    model = make_test_models.make_matmul(64, 0.5)
+    mounted = os.path.join(tmp, "mnt", "models")
+    path = make_test_models.write_external(model, os.path.dirname(mounted), "models", quiet=True)
+    os.rename(path, os.path.join(mounted, "mnist-like.onnx"))
+    check_serves_matmul_as_m(mounted, "1")
+    versions = os.path.join(tmp, "versions")
+    make_test_models.write_external(model, versions, "2", quiet=True)
+    check_serves_matmul_as_m(versions, "2")
+    # Weights that are not there: the process says which file and exits non-zero.
+    os.remove(os.path.join(versions, "2", "weights.bin"))
+    result = subprocess.run([EBB, "serve", "--model-name", "m", "--model-dir", versions, "--port", "0",
+                             "--grpc-port", "-1"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "external-data file 'weights.bin'" in result.stderr, result.stderr
+    assert "does not exist" in result.stderr
 
 
 def test_not_ready_until_loaded(tmp):

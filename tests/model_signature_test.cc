@@ -1,5 +1,7 @@
 // ReadModelSignature against what ONNX Runtime itself reports, on every
-// bundled model, and on files that are not models.
+// bundled model, and on files that are not models; ReadModelFiles on models
+// with external data, wherever their tensors name it, and on every location
+// that must be refused.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -7,6 +9,7 @@
 
 #include "ebb/model_signature.h"
 #include "ebb/runtime.h"
+#include "external_data_model.h"
 #include "test_util.h"
 
 namespace ebb {
@@ -55,6 +58,148 @@ TEST(ModelSignatureTest, FilesThatAreNotModelsAreRefused) {
     EXPECT_EQ(cut_model.status().code(), StatusCode::kInvalidArgument) << "cut at " << cut;
   }
   std::filesystem::remove_all(dir);
+}
+
+namespace fs = std::filesystem;
+namespace pb = testing::pb;
+
+class ModelFilesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) / ("ebb_model_files_" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "m");
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // dir_/m/model.onnx naming `location`, weights written where the location leads.
+  Result<ModelFiles> FilesNaming(const std::string& location) {
+    return ReadModelFiles(testing::WriteMatMulModel(dir_ / "m", 1.f, location, /*write_weights=*/false));
+  }
+  // A model whose graph is `graph` (GraphProto bytes).
+  std::string WriteGraph(const std::string& graph) {
+    std::string model;
+    pb::Int(model, 1, 8);
+    pb::Bytes(model, 7, graph);
+    const std::string path = (dir_ / "m" / "model.onnx").string();
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << model;
+    return path;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(ModelFilesTest, OneFileModelsReadNothingElse) {
+  const std::string path = testing::ModelPath("convnet");
+  auto files = ReadModelFiles(path);
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  EXPECT_TRUE(files->external_data.empty());
+  EXPECT_EQ(files->total_bytes, static_cast<int64_t>(fs::file_size(path)));
+}
+
+TEST_F(ModelFilesTest, ExternalDataBesideTheModelAndInSubfolders) {
+  for (const std::string location : {"weights.bin", "sub/w.bin", "./sub/../sub/w.bin"}) {
+    const std::string model = testing::WriteMatMulModel(dir_ / "m", 1.f, location);
+    auto files = ReadModelFiles(model);
+    ASSERT_TRUE(files.ok()) << location << ": " << files.status().ToString();
+    ASSERT_EQ(files->external_data.size(), 1u) << location;
+    EXPECT_EQ(files->external_data[0], (dir_ / "m" / location).string());
+    EXPECT_EQ(files->total_bytes, static_cast<int64_t>(fs::file_size(model) + 64 * 64 * 4)) << location;
+  }
+  // A link inside the folder to a file inside it is fine.
+  fs::create_symlink("weights.bin", dir_ / "m" / "link.bin");
+  EXPECT_TRUE(FilesNaming("link.bin").ok());
+}
+
+TEST_F(ModelFilesTest, MissingEscapingAndOddLocationsAreRefused) {
+  testing::WriteMatMulWeights(dir_ / "outside.bin", 1.f);
+  fs::create_symlink(dir_ / "outside.bin", dir_ / "m" / "out_link.bin");
+  fs::create_directories(dir_ / "m" / "folder.bin");
+  std::ofstream(dir_ / "m" / "empty.bin").close();
+  struct Case {
+    std::string location;
+    StatusCode code;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {"missing.bin", StatusCode::kFailedPrecondition, "does not exist"},
+      {"../outside.bin", StatusCode::kInvalidArgument, "leaves the model's folder"},
+      {"sub/../../outside.bin", StatusCode::kInvalidArgument, "leaves the model's folder"},
+      {(dir_ / "outside.bin").string(), StatusCode::kInvalidArgument, "absolute"},
+      {"out_link.bin", StatusCode::kInvalidArgument, "outside the model's folder"},
+      {"folder.bin", StatusCode::kInvalidArgument, "not a regular file"},
+      {"empty.bin", StatusCode::kInvalidArgument, "empty"},
+  };
+  for (const Case& c : cases) {
+    auto files = FilesNaming(c.location);
+    ASSERT_FALSE(files.ok()) << c.location;
+    EXPECT_EQ(files.status().code(), c.code) << c.location << ": " << files.status().ToString();
+    EXPECT_NE(files.status().message().find(c.says), std::string::npos) << files.status().ToString();
+    EXPECT_NE(files.status().message().find(c.location), std::string::npos) << "the message names the location";
+  }
+}
+
+TEST_F(ModelFilesTest, EveryTensorOfTheGraphIsWalked) {
+  testing::WriteMatMulWeights(dir_ / "m" / "a.bin", 1.f);
+  testing::WriteMatMulWeights(dir_ / "m" / "b.bin", 1.f);
+  testing::WriteMatMulWeights(dir_ / "m" / "c.bin", 1.f);
+  // A Constant node's value (attribute t), an If node's then_branch (attribute g) holding an
+  // initializer, and a sparse initializer's values: each naming its own file, a.bin twice.
+  std::string constant_attr;
+  pb::Bytes(constant_attr, 1, "value");
+  pb::Bytes(constant_attr, 5, testing::MatMulInitializer(1.f, "a.bin"));
+  std::string constant;
+  pb::Bytes(constant, 4, "Constant");
+  pb::Bytes(constant, 5, constant_attr);
+  std::string subgraph;
+  pb::Bytes(subgraph, 5, testing::MatMulInitializer(1.f, "b.bin"));
+  pb::Bytes(subgraph, 5, testing::MatMulInitializer(1.f, "a.bin"));
+  std::string if_attr;
+  pb::Bytes(if_attr, 1, "then_branch");
+  pb::Bytes(if_attr, 6, subgraph);
+  std::string if_node;
+  pb::Bytes(if_node, 4, "If");
+  pb::Bytes(if_node, 5, if_attr);
+  std::string sparse;
+  pb::Bytes(sparse, 1, testing::MatMulInitializer(1.f, "c.bin"));
+  std::string graph;
+  pb::Bytes(graph, 1, constant);
+  pb::Bytes(graph, 1, if_node);
+  pb::Bytes(graph, 15, sparse);
+  auto files = ReadModelFiles(WriteGraph(graph));
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  const std::string m = (dir_ / "m").string();
+  EXPECT_EQ(files->external_data, (std::vector<std::string>{m + "/a.bin", m + "/b.bin", m + "/c.bin"}));
+  // A tensor marked external that names no location; a truncated model.
+  std::string no_location;
+  pb::Bytes(no_location, 8, "w");
+  pb::Int(no_location, 14, 1);
+  std::string bad_graph;
+  pb::Bytes(bad_graph, 5, no_location);
+  auto none = ReadModelFiles(WriteGraph(bad_graph));
+  EXPECT_EQ(none.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(none.status().message().find("names no location"), std::string::npos) << none.status().ToString();
+  // A name longer than a path is only skipped; a location longer than a path, or with a NUL byte, is refused.
+  auto initializer = [](const std::string& name, const std::string& location) {
+    std::string t;
+    pb::Bytes(t, 8, name);
+    pb::Bytes(t, 13, pb::Entry("location", location));
+    pb::Int(t, 14, 1);
+    std::string g;
+    pb::Bytes(g, 5, t);
+    return g;
+  };
+  auto long_name = ReadModelFiles(WriteGraph(initializer(std::string(5000, 'n'), "a.bin")));
+  ASSERT_TRUE(long_name.ok()) << long_name.status().ToString();
+  EXPECT_EQ(long_name->external_data.size(), 1u);
+  auto long_location = ReadModelFiles(WriteGraph(initializer("w", std::string(5000, 'l'))));
+  EXPECT_NE(long_location.status().message().find("longer than 4096 bytes"), std::string::npos)
+      << long_location.status().ToString();
+  auto nul = ReadModelFiles(WriteGraph(initializer("w", std::string("a.bin\0/etc/passwd", 17))));
+  EXPECT_NE(nul.status().message().find("NUL byte"), std::string::npos) << nul.status().ToString();
+  const std::string whole = testing::MatMulModelBytes(1.f, "a.bin");
+  std::ofstream(dir_ / "m" / "model.onnx", std::ios::binary | std::ios::trunc) << whole.substr(0, whole.size() - 5);
+  EXPECT_EQ(ReadModelFiles((dir_ / "m" / "model.onnx").string()).status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -2,9 +2,10 @@
 `ebb serve --modelmesh` as a child process: runtimeStatus, loads beyond the capacity (the pool
 evicts idle models, least recently used first), inference with the model id injected (model_name
 and the mm-model-id header), modelSize, unloadModel with memory back to the floor, a cancelled
-load followed by unloadModel, paths outside the model root refused, runtimeStatus purging, and the
+load followed by unloadModel, paths outside the model root refused, runtimeStatus purging, the
 files beside a model (labels.txt, config.json) confined like the model: no link out, no FIFO or
-device, size-capped, refused at once.
+device, size-capped, refused at once; and models with external data (predicted and charged with
+their weights, new weights served after a reload, weights outside the model's folder refused).
 
 Memory is the server's real RSS (/proc/<pid>/status). Run by ctest (tests/CMakeLists.txt) with
 EBB_BINARY, EBB_MODELS_DIR, EBB_GENERATED_MODELS_DIR and EBB_GRPC_PYTHON (the generated stubs).
@@ -26,6 +27,8 @@ import numpy as np
 import pytest
 from serve_process import ServeProcess
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import make_test_models  # noqa: E402  (the external-data models)
 sys.path.insert(0, os.environ["EBB_GRPC_PYTHON"])
 import grpc_service_pb2 as pb  # noqa: E402
 import grpc_service_pb2_grpc as pb_grpc  # noqa: E402
@@ -421,6 +424,51 @@ def test_files_beside_a_model_are_confined_and_never_block(tmp):
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
         assert s.stop() == 0
+
+
+def infer_ones(server, model_id, side):
+    request = pb.ModelInferRequest(model_name=model_id)
+    request.inputs.add(name="x", datatype="FP32", shape=[1, side])
+    request.raw_input_contents.append(np.ones((1, side), np.float32).tobytes())
+    reply = server.v2.ModelInfer(request, metadata=[("mm-model-id", model_id)])
+    return np.frombuffer(reply.raw_output_contents[0], np.float32)
+
+
+def test_models_with_external_data(server, root, tmp):
+    side = 1024  # 4 MiB of weights in weights.bin, a 150-byte model.onnx
+    path = make_test_models.write_external(make_test_models.make_matmul(side, 1.0), root, "ext", quiet=True)
+    files = os.path.getsize(path) + os.path.getsize(os.path.join(root, "ext", "weights.bin"))
+    predicted = server.mesh.predictModelSize(mm.PredictModelSizeRequest(modelId="ext__isvc-1", modelPath="ext"))
+    assert predicted.sizeInBytes == int(np.ceil(files * 1.5)) + 16 * MiB, "the weights file counts"
+    assert server.load("ext__isvc-1", "ext").sizeInBytes >= files
+    assert (infer_ones(server, "ext__isvc-1", side) == side).all()
+    # New weights renamed over the old ones: unloadModel and loadModel serve them.
+    new = os.path.join(root, "ext", "weights.new")
+    np.full((side, side), 2.0, np.float32).tofile(new)
+    os.replace(new, os.path.join(root, "ext", "weights.bin"))
+    server.mesh.unloadModel(mm.UnloadModelRequest(modelId="ext__isvc-1"))
+    server.load("ext__isvc-1", "ext")
+    assert (infer_ones(server, "ext__isvc-1", side) == 2 * side).all()
+    server.mesh.unloadModel(mm.UnloadModelRequest(modelId="ext__isvc-1"))
+    # The whole model folder is confined to the root: weights linked out of it, or missing, are
+    # refused by predictModelSize and loadModel alike; nothing stays attached.
+    small = make_test_models.make_matmul(64, 1.0)
+    for name in ["ext_link", "ext_missing"]:
+        make_test_models.write_external(small, root, name, quiet=True)
+        os.remove(os.path.join(root, name, "weights.bin"))
+    np.ones((64, 64), np.float32).tofile(os.path.join(tmp, "outside.bin"))
+    os.symlink(os.path.join(tmp, "outside.bin"), os.path.join(root, "ext_link", "weights.bin"))
+    for name, predict_code, says in [("ext_link", grpc.StatusCode.INVALID_ARGUMENT, "outside the model's folder"),
+                                     ("ext_missing", grpc.StatusCode.FAILED_PRECONDITION, "does not exist")]:
+        with pytest.raises(grpc.RpcError) as e:
+            server.mesh.predictModelSize(mm.PredictModelSizeRequest(modelId=name, modelPath=name))
+        assert e.value.code() == predict_code and says in e.value.details(), e.value.details()
+        with pytest.raises(grpc.RpcError) as e:
+            server.load(name + "__isvc-1", name)
+        assert e.value.code() == grpc.StatusCode.UNAVAILABLE and says in e.value.details(), e.value.details()
+        assert name + "__isvc-1" not in server.index()
+    assert server.load("tiny__isvc-ext", "tiny").sizeInBytes > 0, "the server keeps serving"
+    server.mesh.unloadModel(mm.UnloadModelRequest(modelId="tiny__isvc-ext"))
 
 
 def test_runtime_status_purges_loaded_models(server, root):

@@ -1,7 +1,8 @@
 // The optimized-model cache on real ONNX Runtime and real files: outputs
 // bitwise identical with and without it, at every level; a corrupt,
 // truncated, foreign or ORT-refused entry falls back to the model's file and
-// is replaced; the folder stays within its bound, least recently used first.
+// is replaced; the folder stays within its bound, least recently used first;
+// a model with external data is keyed by its weights too (issue 18).
 // Issue 17, finding 5: a folder others can write is refused; an entry
 // truncated or rewritten under a live session changes nothing; an entry
 // copied from another model under the victim's key is rejected; a header that
@@ -18,6 +19,7 @@
 #include <thread>
 
 #include "ebb/runtime.h"
+#include "external_data_model.h"
 #include "test_util.h"
 
 namespace ebb {
@@ -530,6 +532,45 @@ TEST_F(OptimizedModelCacheTest, HeaderThatIsALinkADeviceAFifoOrHugeIsRefusedAtOn
       EXPECT_LT(peak - before, 64 * testing::kMiB) << "RSS before " << before << ", peak " << peak;
     }
   }
+
+// Each Runtime here is a fresh process's view: nothing in its session cache, only the folder.
+TEST_F(OptimizedModelCacheTest, ExternalWeightsAreKeyedAndStoredInTheEntry) {
+  const fs::path folder = dir_.string() + "_model";
+  fs::remove_all(folder);
+  const std::string path = testing::WriteMatMulModel(folder, 1.f);
+  for (GraphOptimization level : {GraphOptimization::kExtended, GraphOptimization::kAll}) {
+    SCOPED_TRACE(GraphOptimizationName(level));
+    testing::ReplaceMatMulWeights(folder / "weights.bin", 1.f);
+    const Outcome plain = LoadAndRun(path, Policy(level, /*cache=*/false));
+    const Outcome first = LoadAndRun(path, Policy(level));
+    EXPECT_TRUE(first.load.wrote_optimized_cache) << first.load.optimized_cache_note;
+    const Outcome again = LoadAndRun(path, Policy(level));
+    EXPECT_TRUE(again.load.from_optimized_cache) << again.load.optimized_cache_note;
+    ASSERT_FALSE(plain.outputs.empty());
+    EXPECT_TRUE(first.outputs == plain.outputs) << "first load through the cache differs";
+    EXPECT_TRUE(again.outputs == plain.outputs) << "load from the cache differs";
+    // New weights, the same model.onnx: a miss, a new entry, the new weights; then a hit on it.
+    testing::ReplaceMatMulWeights(folder / "weights.bin", 2.f);
+    const Outcome plain_changed = LoadAndRun(path, Policy(level, /*cache=*/false));
+    const Outcome changed = LoadAndRun(path, Policy(level));
+    EXPECT_TRUE(changed.load.wrote_optimized_cache) << "a miss: " << changed.load.optimized_cache_note;
+    const Outcome changed_again = LoadAndRun(path, Policy(level));
+    EXPECT_TRUE(changed_again.load.from_optimized_cache) << changed_again.load.optimized_cache_note;
+    EXPECT_FALSE(plain_changed.outputs == plain.outputs) << "the weights changed the outputs";
+    EXPECT_TRUE(changed.outputs == plain_changed.outputs) << "the new weights, not the old entry's";
+    EXPECT_TRUE(changed_again.outputs == plain_changed.outputs);
+  }
+  // The entries hold the weights themselves (ORT format inlines them): an entry is at least as
+  // large as the weights, and a hit does not depend on what weights.bin holds beyond its hash.
+  for (const fs::path& entry : Entries(".ort")) EXPECT_GE(fs::file_size(entry), 64u * 64 * 4) << entry;
+  EXPECT_EQ(Entries(".ort").size(), 4u) << "(weights 1, weights 2) x (extended, all)";
+  // Without its weights file the model is refused, not served from an entry.
+  fs::remove(folder / "weights.bin");
+  auto rt = Runtime::Create(Policy());
+  ASSERT_TRUE(rt.ok());
+  auto gone = (*rt)->Load(path, {.device = DeviceRequest::Cpu()});
+  EXPECT_EQ(gone.status().code(), StatusCode::kFailedPrecondition) << gone.status().ToString();
+  fs::remove_all(folder);
 }
 
 }  // namespace

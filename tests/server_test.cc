@@ -13,6 +13,7 @@
 
 #include "ebb/runtime.h"
 #include "ebb/tiler.h"
+#include "external_data_model.h"
 #include "http/protocol.h"
 #include "server_process.h"
 #include "test_util.h"
@@ -674,6 +675,105 @@ TEST(ServerStartupTest, TheServerReportsTheVersionEbbPrints) {
   EXPECT_EQ(json::parse(metadata->body)["version"], version);
   EXPECT_EQ(server.Stop(), 0);
   fs::remove_all(repo);
+}
+
+// ---------------------------------------------------------------------------
+// Models with external data (issue 18): new weights beside the same model.onnx
+// are served after a reload and after a restart, with the optimized-model
+// cache on; weights that are missing or lead out of the model's folder are
+// refused with a clear error and the server keeps serving.
+
+// The first output of `model` (version `version` when not empty) for an input of ones; {} on failure.
+std::vector<float> InferOnes(httplib::Client& c, const std::string& model, const std::string& version = "") {
+  const json request = {{"inputs", {Input("x", {1, 64}, "FP32", json(std::vector<float>(64, 1.f)))}}};
+  const std::string path = "/v2/models/" + model + (version.empty() ? "" : "/versions/" + version) + "/infer";
+  auto res = c.Post(path.c_str(), request.dump(), "application/json");
+  if (!res || res->status != 200) {
+    ADD_FAILURE() << path << ": " << (res ? res->body : "no reply");
+    return {};
+  }
+  return json::parse(res->body)["outputs"][0]["data"].get<std::vector<float>>();
+}
+
+size_t CacheEntries(const fs::path& cache) {
+  size_t n = 0;
+  for (const auto& e : fs::directory_iterator(cache)) n += e.path().extension() == ".ort";
+  return n;
+}
+
+TEST(ServerExternalDataTest, NewWeightsAreServedAfterAReloadAndARestartWithTheCacheOn) {
+  const fs::path root = fs::path(::testing::TempDir()) / ("ebb_ext_repo_" + std::to_string(getpid()));
+  const fs::path cache = root.string() + "_cache", outside = root.string() + "_outside.bin";
+  fs::remove_all(root);
+  fs::remove_all(cache);
+  testing::WriteMatMulModel(root / "ext", 1.f);
+  // Two versions with the same model.onnx and their own weights: two models.
+  testing::WriteMatMulModel(root / "vext" / "1", 1.f);
+  testing::WriteMatMulModel(root / "vext" / "2", 2.f);
+  std::ofstream(root / "vext" / "config.json") << R"({"versions": [1, 2]})";
+  testing::WriteMatMulWeights(outside, 1.f);
+  testing::WriteMatMulModel(root / "missing", 1.f, "weights.bin", /*write_weights=*/false);
+  testing::WriteMatMulModel(root / "dotdot", 1.f, "../../" + outside.filename().string(), false);
+  testing::WriteMatMulModel(root / "absolute", 1.f, outside.string(), false);
+  fs::create_directories(root / "link");
+  fs::create_symlink(outside, root / "link" / "weights.bin");
+  testing::WriteMatMulModel(root / "link", 1.f, "weights.bin", false);
+  const std::vector<float> k64(64, 64.f), k128(64, 128.f), k192(64, 192.f);
+  // The server's optimized-model cache: on (the default), in a folder of this test's own.
+  const char* saved = std::getenv("EBB_CACHE_DIR");
+  const std::string saved_dir = saved ? saved : "";
+  setenv("EBB_CACHE_DIR", cache.c_str(), 1);
+  {
+    testing::ServerProcess server;
+    ASSERT_TRUE(server.Start({"--repository", root.string()}));
+    httplib::Client c("127.0.0.1", server.port());
+    c.set_read_timeout(60, 0);
+    EXPECT_EQ(InferOnes(c, "ext"), k64);
+    EXPECT_EQ(InferOnes(c, "vext", "1"), k64);
+    EXPECT_EQ(InferOnes(c, "vext", "2"), k128) << "each version its own weights";
+    ASSERT_GT(CacheEntries(cache), 0u) << "the cache is on";
+    const std::vector<std::pair<std::string, std::string>> refused = {
+        {"missing", "does not exist"},
+        {"dotdot", "leaves the model's folder"},
+        {"absolute", "is absolute"},
+        {"link", "resolves outside the model's folder"}};
+    for (const auto& [model, says] : refused) {
+      auto res = c.Post(("/v2/repository/models/" + model + "/load").c_str(), "", "application/json");
+      ASSERT_TRUE(res);
+      EXPECT_EQ(res->status, 503) << model << ": " << res->body;
+      EXPECT_NE(res->body.find("external-data file"), std::string::npos) << res->body;
+      EXPECT_NE(res->body.find(says), std::string::npos) << res->body;
+    }
+    EXPECT_EQ(InferOnes(c, "ext"), k64) << "the server keeps serving";
+    // New weights renamed over the old ones; unload, load: the new weights.
+    testing::ReplaceMatMulWeights(root / "ext" / "weights.bin", 2.f);
+    ASSERT_EQ(c.Post("/v2/repository/models/ext/unload", "", "application/json")->status, 200);
+    ASSERT_EQ(c.Post("/v2/repository/models/ext/load", "", "application/json")->status, 200);
+    EXPECT_EQ(InferOnes(c, "ext"), k128);
+    EXPECT_EQ(server.Stop(), 0);
+  }
+  // Changed while the server was down (rewritten in place): a restart serves them.
+  testing::ReplaceMatMulWeights(root / "ext" / "weights.bin", 3.f, /*in_place=*/true);
+  for (int restart = 0; restart < 2; ++restart) {
+    const size_t entries = CacheEntries(cache);
+    testing::ServerProcess server;
+    ASSERT_TRUE(server.Start({"--repository", root.string()}));
+    httplib::Client c("127.0.0.1", server.port());
+    c.set_read_timeout(60, 0);
+    EXPECT_EQ(InferOnes(c, "ext"), k192) << "restart " << restart;
+    EXPECT_EQ(InferOnes(c, "vext", "2"), k128);
+    EXPECT_EQ(CacheEntries(cache), entries + (restart == 0 ? 1 : 0))
+        << (restart == 0 ? "the new weights' entry" : "every model from its entry");
+    EXPECT_EQ(server.Stop(), 0);
+  }
+  if (saved) {
+    setenv("EBB_CACHE_DIR", saved_dir.c_str(), 1);
+  } else {
+    unsetenv("EBB_CACHE_DIR");
+  }
+  fs::remove_all(root);
+  fs::remove_all(cache);
+  fs::remove(outside);
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 // The cache's own orchestration: keys, single loading under concurrency,
 // failed loads not cached, and sessions outliving their entries. Sessions are
 // real (the tiny model on real ONNX Runtime); the loaders are the tests'.
+// Then Runtime::Load's key for models with external data: new weights are a
+// new model (issue 18), and a weights file that is missing or leads out of
+// the model's folder is refused.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -11,6 +14,7 @@
 
 #include "ebb/runtime.h"
 #include "ebb/session_cache.h"
+#include "external_data_model.h"
 #include "test_util.h"
 
 namespace ebb {
@@ -166,6 +170,115 @@ TEST_F(SessionCacheTest, ModelsSharedByContentKeepTheirOwnNames) {
   EXPECT_EQ(runtime_->cache().size(), 0u);
   EXPECT_TRUE((*a)->Run(testing::One("x", testing::RandomTensor({1, 64}))).ok());
   fs::remove_all(dir);
+}
+
+class ExternalDataKeyTest : public SessionCacheTest {
+ protected:
+  void SetUp() override {
+    SessionCacheTest::SetUp();
+    dir_ = std::filesystem::path(::testing::TempDir()) / ("ebb_ext_key_" + std::to_string(getpid()));
+    std::filesystem::remove_all(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Loads `path` on the CPU and runs it on ones: the first output's values, or {} on failure.
+  std::vector<float> Run(const std::string& path, std::shared_ptr<Session>* held = nullptr) {
+    auto s = runtime_->Load(path, {.device = DeviceRequest::Cpu()});
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    if (!s.ok()) return {};
+    auto out = (*s)->Run(testing::MatMulInput());
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    if (held) *held = *s;
+    if (!out.ok()) return {};
+    auto values = (*out)[0].tensor.values<float>();
+    return std::vector<float>(values.begin(), values.end());
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(ExternalDataKeyTest, NewWeightsBesideTheSameModelFileAreANewModel) {
+  const std::string path = testing::WriteMatMulModel(dir_ / "ext", 1.f);
+  std::shared_ptr<Session> first;
+  EXPECT_EQ(Run(path, &first), std::vector<float>(64, 64.f));
+  const uint64_t loads = runtime_->load_count();
+  EXPECT_EQ(Run(path), std::vector<float>(64, 64.f));
+  EXPECT_EQ(runtime_->load_count(), loads) << "unchanged files: the cached session";
+  // A new weights file renamed over the old one: the same model.onnx, another model.
+  testing::ReplaceMatMulWeights(dir_ / "ext" / "weights.bin", 2.f);
+  std::shared_ptr<Session> second;
+  EXPECT_EQ(Run(path, &second), std::vector<float>(64, 128.f));
+  EXPECT_EQ(runtime_->load_count(), loads + 1);
+  EXPECT_NE(first.get(), second.get());
+  // Rewritten in place (same inode, same size) after its hash was remembered (still for 2 s).
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  EXPECT_EQ(Run(path), std::vector<float>(64, 128.f));
+  EXPECT_EQ(Run(path), std::vector<float>(64, 128.f));
+  EXPECT_EQ(runtime_->load_count(), loads + 1);
+  testing::ReplaceMatMulWeights(dir_ / "ext" / "weights.bin", 3.f, /*in_place=*/true);
+  EXPECT_EQ(Run(path), std::vector<float>(64, 192.f));
+  EXPECT_EQ(runtime_->load_count(), loads + 2);
+  // The sessions loaded before keep their own weights.
+  auto old = first->Run(testing::MatMulInput());
+  ASSERT_TRUE(old.ok());
+  EXPECT_TRUE(testing::AllEqual(*old, 64.f));
+}
+
+TEST_F(ExternalDataKeyTest, OutputsEqualTheSameModelInOneFile) {
+  const std::string external = testing::WriteMatMulModel(dir_ / "ext", 0.25f);
+  const std::string single = testing::WriteMatMulModel(dir_ / "single", 0.25f, /*location=*/"");
+  ASSERT_GT(std::filesystem::file_size(single), std::filesystem::file_size(external) + 16000);
+  const std::vector<float> a = Run(external), b = Run(single);
+  EXPECT_EQ(a, std::vector<float>(64, 16.f));
+  EXPECT_EQ(a, b);
+}
+
+TEST_F(ExternalDataKeyTest, MissingOrEscapingWeightsAreRefusedAndLoseNothing) {
+  const std::string good = testing::WriteMatMulModel(dir_ / "good", 1.f);
+  EXPECT_EQ(Run(good), std::vector<float>(64, 64.f));
+  testing::WriteMatMulWeights(dir_ / "outside.bin", 1.f);
+  std::filesystem::create_directories(dir_ / "link");
+  std::filesystem::create_symlink(dir_ / "outside.bin", dir_ / "link" / "weights.bin");
+  struct Case {
+    std::string folder, location;
+    bool write_weights;
+    StatusCode code;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {"missing", "weights.bin", false, StatusCode::kFailedPrecondition, "does not exist"},
+      {"dotdot", "../outside.bin", false, StatusCode::kInvalidArgument, "leaves the model's folder"},
+      {"absolute", (dir_ / "outside.bin").string(), false, StatusCode::kInvalidArgument, "absolute"},
+      {"link", "weights.bin", false, StatusCode::kInvalidArgument, "outside the model's folder"},
+  };
+  for (const Case& c : cases) {
+    const std::string path = testing::WriteMatMulModel(dir_ / c.folder, 1.f, c.location, c.write_weights);
+    auto s = runtime_->Load(path, {.device = DeviceRequest::Cpu()});
+    ASSERT_FALSE(s.ok()) << c.folder;
+    EXPECT_EQ(s.status().code(), c.code) << s.status().ToString();
+    EXPECT_NE(s.status().message().find(c.says), std::string::npos) << s.status().ToString();
+    EXPECT_NE(s.status().message().find("external-data file '" + c.location + "'"), std::string::npos)
+        << s.status().ToString();
+  }
+  // Nothing was cached for them, and the good model still runs from its cached session.
+  const uint64_t loads = runtime_->load_count();
+  EXPECT_EQ(Run(good), std::vector<float>(64, 64.f));
+  EXPECT_EQ(runtime_->load_count(), loads);
+  EXPECT_EQ(runtime_->cache().size(), 1u);
+}
+
+TEST_F(ExternalDataKeyTest, BytesNamingExternalDataAreRefused) {
+  const std::string bytes = testing::MatMulModelBytes(1.f, "weights.bin");
+  auto s = runtime_->LoadFromBytes(bytes, {.device = DeviceRequest::Cpu()});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("external-data files ('weights.bin')"), std::string::npos)
+      << s.status().ToString();
+  auto single = runtime_->LoadFromBytes(testing::MatMulModelBytes(1.f, ""), {.device = DeviceRequest::Cpu()});
+  ASSERT_TRUE(single.ok()) << single.status().ToString();
+  auto out = (*single)->Run(testing::MatMulInput());
+  ASSERT_TRUE(out.ok());
+  EXPECT_TRUE(testing::AllEqual(*out, 64.f));
 }
 
 }  // namespace

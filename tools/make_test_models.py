@@ -4,7 +4,7 @@
 Run with Debian's interpreter (python3-onnx 1.12, python3-numpy):
 
     /usr/bin/python3 tools/make_test_models.py --out models
-    /usr/bin/python3 tools/make_test_models.py --conv-mb 10,100,300 --out build/generated_models
+    /usr/bin/python3 tools/make_test_models.py --conv-mb 10,100,300 --external-mb 100 --out build/generated_models
 
 Writes (deterministically, fixed seed):
   OUT/convnet/model.onnx  x f32[N,3,H,W] -> 4x Conv3x3 (+Relu) -> y f32[N,3,H,W]
@@ -24,6 +24,12 @@ for memory footprint tests and benchmarks (not committed; the build writes them)
   The weights are random (memory does not depend on their values); the 256-channel
   convs run at 1/8 of the input side, so a 64x64 input is cheap to run while
   every weight byte is used.
+make_matmul() (y = x @ w, every weight one value) is for the external-data tests, which import this
+file and write it with write_external() (model.onnx + weights.bin) or write() (one file).
+
+With --external-mb as well (some of the --conv-mb sizes), those are also written with ONNX external data:
+  OUT/conv_<N>mb_ext/model.onnx + weights.bin  the same graph and weights (so the same
+      outputs), every initializer's bytes in weights.bin beside model.onnx
 
 With --test-out TEST as well (models only the protocol tests use, kept out of the served `models/`):
   TEST/identity/model.onnx one input per element type (bool, uint8..uint64, int8..int64,
@@ -192,6 +198,19 @@ def make_conv_weights_model(megabytes, rng):
                   full_check=False)
 
 
+def make_matmul(side=64, value=1.0):
+    """y = x @ w for x f32[1,side] and w side x side, every weight `value`: an input of ones gives
+    side * value in every output (the external-data tests write it with write_external)."""
+    w = np.full((side, side), value, dtype=np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="matmul")], "matmul",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, side])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, side])],
+        initializer=[numpy_helper.from_array(w, "w")],
+    )
+    return finish(graph, "y = x @ w, every weight %g" % value)
+
+
 STRING_KEYS = ["apple", "banana", "cherry"]
 
 
@@ -253,7 +272,7 @@ def make_wrong_shape():
     return finish(graph, "y = reshape(x, s), f32[1,4] for s = [1,4], with y declared f32[1,8]", full_check=False)
 
 
-def write(model, out_dir, name):
+def write(model, out_dir, name, quiet=False):
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
     path = os.path.join(d, "model.onnx")
@@ -263,7 +282,28 @@ def write(model, out_dir, name):
         f.write(data)
     os.replace(tmp, path)
     onnx.checker.check_model(path)  # by path: also for models over the 2 GB protobuf limit
-    print("make_test_models: wrote %s (%d bytes)" % (path, len(data)))
+    if not quiet:
+        print("make_test_models: wrote %s (%d bytes)" % (path, len(data)))
+    return path
+
+
+def write_external(model, out_dir, name, location="weights.bin", quiet=False):
+    """`model` as OUT/name/model.onnx with every initializer's bytes in OUT/name/<location>; returns
+    the model's path."""
+    d = os.path.join(out_dir, name)
+    os.makedirs(d, exist_ok=True)
+    weights = os.path.join(d, location)
+    if os.path.exists(weights):
+        os.remove(weights)  # onnx appends to an existing file
+    model = onnx.ModelProto.FromString(model.SerializeToString())  # save_model converts in place
+    path = os.path.join(d, "model.onnx")
+    onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location=location,
+                    size_threshold=0)
+    onnx.checker.check_model(path)
+    if not quiet:
+        print("make_test_models: wrote %s (%d bytes) and %s (%d bytes)"
+              % (path, os.path.getsize(path), weights, os.path.getsize(weights)))
+    return path
 
 
 def main(argv):
@@ -271,13 +311,19 @@ def main(argv):
     ap.add_argument("--out", required=True, help="output directory (e.g. models)")
     ap.add_argument("--conv-mb", help="comma-separated weight sizes in MB: write only conv_<N>mb models")
     ap.add_argument("--test-out", help="output directory of the protocol tests' models (e.g. tests/models)")
+    ap.add_argument("--external-mb", default="",
+                    help="with --conv-mb: sizes also written as conv_<N>mb_ext, the same model with external data")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(SEED)
     if args.conv_mb:
+        external = {int(v) for v in args.external_mb.split(",") if v}
         for mb in (int(v) for v in args.conv_mb.split(",")):
             if mb <= 0 or mb > 1500:
                 ap.error("--conv-mb values must be in 1..1500")
-            write(make_conv_weights_model(mb, np.random.default_rng(SEED + mb)), args.out, "conv_%dmb" % mb)
+            model = make_conv_weights_model(mb, np.random.default_rng(SEED + mb))
+            write(model, args.out, "conv_%dmb" % mb)
+            if mb in external:
+                write_external(model, args.out, "conv_%dmb_ext" % mb)
         return 0
     write(make_convnet(rng), args.out, "convnet")
     write(make_tiny(rng), args.out, "tiny")

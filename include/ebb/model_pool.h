@@ -10,7 +10,10 @@
 // arena's peak on CUDA). Before its first load a
 // model is charged its file size, the only thing known then, and the charge
 // never falls below it after: a loaded model holds at least its weights, even
-// when its load grew RSS by less (it reused pages an earlier load touched).
+// when its load grew RSS by less (it reused pages an earlier load touched, or
+// ORT maps its external data and reads it at the first run). The file size
+// is that of all its files: model.onnx and its ONNX external-data files
+// (ReadModelFiles), read again after each load.
 //
 // Before a load, when the charge does not fit, idle models are evicted, least
 // recently used first, until it fits. A model with a lease out (a call in
@@ -94,6 +97,7 @@ struct ModelStatus {
   std::string device;            // where it runs (or would: the request's kind)
   std::string reason;            // why it is not loaded, when known
   int64_t charge_bytes = 0;      // max(load_bytes + transient_bytes, file size); the file size before a first load
+                                 // (file size: model.onnx and its external-data files)
   int64_t load_bytes = 0;        // measured at its last load
   int64_t transient_bytes = 0;   // largest operation peak seen
   int in_flight = 0;

@@ -56,14 +56,23 @@ class Runtime {
 
   // Loads (or returns the cached) session for the model file. The file is
   // hashed (SHA-256, streamed) and read by ONNX Runtime; ebb keeps no copy of
-  // it. CPU sessions go through the optimized-model cache (MemoryPolicy::
-  // optimized_model_cache): a model loaded before starts from its cached
-  // optimized form. The heap a load leaves behind is trimmed before returning.
-  // Errors: kNotFound (no such file), kInvalidArgument (not a valid model),
-  // kUnavailable (strict device that cannot be used; the file kept changing
-  // while it was read), kResourceExhausted.
+  // it. A model with ONNX external data (weights in files beside it, named by
+  // its tensors) is identified by every file it reads: each must be a regular
+  // file inside the model file's folder, and is hashed too, so new weights
+  // beside the same model file are a new model (ebb/model_signature.h,
+  // ReadModelFiles). CPU sessions go through the optimized-model cache
+  // (MemoryPolicy::optimized_model_cache): a model loaded before starts from
+  // its cached optimized form. The heap a load leaves behind is trimmed before
+  // returning.
+  // Errors: kNotFound (no such file), kFailedPrecondition (a missing
+  // external-data file), kInvalidArgument (not a valid model; an external-data location that is
+  // absolute, leaves the model's folder, or is a link out of it, a folder or
+  // an empty file), kUnavailable (strict device that cannot be used; a file
+  // kept changing while it was read), kResourceExhausted.
   Result<std::shared_ptr<Session>> Load(const std::string& model_path, const LoadOptions& options = {});
-  // Same, for model bytes already in memory.
+  // Same, for model bytes already in memory. Bytes have no folder to find
+  // external data in: a model that names external-data files is refused
+  // (kInvalidArgument); load it from its file.
   Result<std::shared_ptr<Session>> LoadFromBytes(const std::string& bytes, const LoadOptions& options);
 
   // Drops every cached session loaded from `model_path`; returns how many.

@@ -1,8 +1,9 @@
 // ebb/session_cache.h — loaded sessions, reused by key.
 //
 // A SessionCache maps a SessionKey — the model's identity by CONTENT (a
-// SHA-256 of its bytes, not its path), the device asked for, and the runtime
-// options — to a loaded Session. The same key gives the same Session object,
+// SHA-256 of its bytes, not its path, covering the ONNX external-data files
+// it names as well), the device asked for, and the runtime options — to a
+// loaded Session. The same key gives the same Session object,
 // with no reload, for as long as it stays cached (releasing memory does not
 // evict it). Failed loads are not cached: the next request tries again.
 //
@@ -32,7 +33,9 @@ namespace ebb {
 class Session;
 
 struct SessionKey {
-  std::string content_sha256;  // hex SHA-256 of the model bytes
+  // Hex SHA-256 of the model bytes; for a model with external data, of the
+  // model file's and every external-data file's SHA-256 (Runtime::Load).
+  std::string content_sha256;
   std::string device;          // the request: "auto", "cpu", "cuda:0"
   std::string options;         // canonical text of per-load options that change the session
 

@@ -81,7 +81,8 @@ void BindRuntime(RuntimeClass& runtime) {
   runtime.doc() = R"doc(Runtime(policy=None)
 
 The entry point: one memory policy and one cache of loaded sessions, keyed by
-the model's content (SHA-256), device and options. policy: None (ebb's
+the model's content (SHA-256 of the model file and of every external-data file
+it names), device and options. policy: None (ebb's
 defaults: one capped shared CPU arena, release at the end of each operation),
 a dict in the JSON form of docs/memory-policy.md, or the path of such a file.
 
@@ -107,9 +108,12 @@ thread.)doc";
           py::arg("name") = py::none(),
           R"doc(Loads the model file (a .onnx file) and returns its Session, or the cached one: a second
 load of the same bytes on the same device returns the same session without loading again
-(see load_count). device: "auto" (CUDA when it can be used, else CPU), "cpu", "cuda", "cuda:N".
-strict: fail with ebb.Unavailable instead of falling back to CPU (default: the policy's).
-Raises ebb.NotFound (no such file), ebb.InvalidArgument (not a model). The GIL is released.)doc")
+(see load_count). A model with ONNX external data (weights in files beside it) is the same
+model only while those files are too: new weights load anew. device: "auto" (CUDA when it
+can be used, else CPU), "cpu", "cuda", "cuda:N". strict: fail with ebb.Unavailable instead of
+falling back to CPU (default: the policy's). Raises ebb.NotFound (no such file),
+ebb.InvalidArgument (not a model; an external-data file outside the model's folder),
+ebb.FailedPrecondition (an external-data file missing). The GIL is released.)doc")
       .def(
           "load_bytes",
           [](Runtime& rt, const py::bytes& data, const std::string& device, std::optional<bool> strict,
@@ -120,7 +124,9 @@ Raises ebb.NotFound (no such file), ebb.InvalidArgument (not a model). The GIL i
             return Unwrap(rt.LoadFromBytes(bytes, options));
           },
           py::arg("data"), py::arg("device") = "auto", py::kw_only(), py::arg("strict") = py::none(),
-          py::arg("name") = py::none(), "Like load(), for model bytes already in memory.")
+          py::arg("name") = py::none(),
+          "Like load(), for model bytes already in memory. Bytes that name external-data files raise\n"
+          "ebb.InvalidArgument: they have no folder to find them in; load the file instead.")
       .def(
           "unload",
           [](Runtime& rt, const py::object& target) -> size_t {

@@ -10,6 +10,7 @@ and drops it at the end, so running several files in one pytest process works to
 import gc
 import os
 import pathlib
+import sys
 
 import numpy as np
 import pytest
@@ -23,6 +24,8 @@ BUILD = pathlib.Path(os.environ.get("EBB_BUILD_DIR", ROOT / "build"))
 EBB_BINARY = pathlib.Path(os.environ.get("EBB_BINARY", BUILD / "ebb"))
 
 MiB = 1 << 20
+
+sys.path.insert(0, str(ROOT / "tools"))  # make_test_models: the external-data tests' models
 
 
 def model(name: str) -> str:

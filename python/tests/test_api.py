@@ -108,6 +108,79 @@ def test_load_is_cached_by_content(runtime, tmp_path):
     assert runtime.load_count == loads
 
 
+def _matmul_model(folder, value, external=True):
+    """y = x @ w, w 64x64 of `value` (an input of ones gives 64 * value), written by the onnx package
+    with external data (weights.bin beside model.onnx) or in one file."""
+    import make_test_models as tool
+    model = tool.make_matmul(64, value)
+    write = tool.write_external if external else tool.write
+    return pathlib.Path(write(model, str(folder.parent), folder.name, quiet=True))
+
+
+def _replace_weights(path, value):
+    """A new weights file renamed over the old one."""
+    new = path.with_suffix(".new")
+    np.full((64, 64), value, np.float32).tofile(new)
+    os.replace(new, path)
+
+
+def _set_location(path, location):
+    """Rewrites the external-data location model.onnx names (the weights are not read)."""
+    import onnx
+    m = onnx.load_model(str(path), load_external_data=False)
+    for t in m.graph.initializer:
+        for entry in t.external_data:
+            if entry.key == "location":
+                entry.value = location
+    path.write_bytes(m.SerializeToString())
+
+
+ONES = {"x": np.ones((1, 64), np.float32)}
+
+
+def test_new_external_weights_beside_the_same_model_file_load_anew(runtime, tmp_path):
+    path = _matmul_model(tmp_path / "ext", 1.0)
+    first = runtime.load(path, device="cpu")
+    np.testing.assert_array_equal(first.run(ONES)["y"], np.full((1, 64), 64, np.float32))
+    loads = runtime.load_count
+    assert runtime.load(path, device="cpu") is first
+    _replace_weights(tmp_path / "ext" / "weights.bin", 2.0)
+    second = runtime.load(path, device="cpu")
+    assert second is not first and runtime.load_count == loads + 1
+    np.testing.assert_array_equal(second.run(ONES)["y"], np.full((1, 64), 128, np.float32))
+    # The session loaded before keeps its weights; the same model in one file gives the same outputs.
+    np.testing.assert_array_equal(first.run(ONES)["y"], np.full((1, 64), 64, np.float32))
+    single = runtime.load(_matmul_model(tmp_path / "single", 2.0, external=False), device="cpu")
+    np.testing.assert_array_equal(single.run(ONES)["y"], second.run(ONES)["y"])
+
+
+def test_missing_or_escaping_external_weights_are_refused(runtime, tmp_path):
+    good = runtime.load(_matmul_model(tmp_path / "good", 1.0), device="cpu")
+    path = _matmul_model(tmp_path / "missing", 1.0)
+    (tmp_path / "missing" / "weights.bin").unlink()
+    with pytest.raises(ebb.FailedPrecondition, match="external-data file 'weights.bin' .* does not exist"):
+        runtime.load(path)
+    # A location leading out of the model's folder, however it is written.
+    outside = tmp_path / "outside.bin"
+    np.ones((64, 64), np.float32).tofile(outside)
+    for name, location, says in [("dotdot", "../outside.bin", "leaves the model's folder"),
+                                 ("absolute", str(outside), "is absolute")]:
+        path = _matmul_model(tmp_path / name, 1.0)
+        (tmp_path / name / "weights.bin").unlink()
+        _set_location(path, location)
+        with pytest.raises(ebb.InvalidArgument, match=says):
+            runtime.load(path)
+    (tmp_path / "link").mkdir()
+    (tmp_path / "link" / "weights.bin").symlink_to(outside)
+    link = tmp_path / "link" / "model.onnx"
+    link.write_bytes((tmp_path / "good" / "model.onnx").read_bytes())
+    with pytest.raises(ebb.InvalidArgument, match="resolves outside the model's folder"):
+        runtime.load(link)
+    with pytest.raises(ebb.InvalidArgument, match="external-data files"):
+        runtime.load_bytes((tmp_path / "good" / "model.onnx").read_bytes())
+    np.testing.assert_array_equal(good.run(ONES)["y"], np.full((1, 64), 64, np.float32))
+
+
 def test_load_errors(runtime, tmp_path):
     with pytest.raises(ebb.NotFound, match="does not exist"):
         runtime.load(tmp_path / "nope.onnx")

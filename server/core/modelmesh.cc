@@ -1,8 +1,8 @@
 #include "modelmesh.h"
 
 #include <cmath>
-#include <filesystem>
 
+#include "ebb/model_signature.h"
 #include "ebb/version.h"
 
 namespace ebb::server {
@@ -67,10 +67,12 @@ Status ModelMeshRuntime::UnloadModel(const std::string& model_id) {
 Result<int64_t> ModelMeshRuntime::PredictModelSize(const ModelMeshLoad& request) const {
   auto file = ResolveModelFile(options_.model_root, request.model_path);
   if (!file.ok()) return file.status();
-  std::error_code ec;
-  const auto bytes = std::filesystem::file_size(file->path, ec);
-  if (ec) return FailedPrecondition("cannot read the size of '" + file->path + "'");
-  return static_cast<int64_t>(std::ceil(static_cast<double>(bytes) * kPredictFactor)) + kPredictBaseBytes;
+  // Every file the model reads: model.onnx and its external-data files (each confined to the
+  // model's folder, which is inside the root).
+  Result<ModelFiles> files = ReadModelFiles(file->path);
+  if (!files.ok()) return files.status();
+  const auto bytes = static_cast<double>(files->total_bytes);
+  return static_cast<int64_t>(std::ceil(bytes * kPredictFactor)) + kPredictBaseBytes;
 }
 
 Result<int64_t> ModelMeshRuntime::ModelSize(const std::string& model_id) {

@@ -33,8 +33,11 @@
 //                     it to be idempotent). So a cancelled load followed by
 //                     its unload leaves nothing loaded, in either order.
 //   PredictModelSize  file size x kPredictFactor + kPredictBaseBytes, from a
-//                     stat of the file (no load; the factor is measured by
-//                     `ebb bench modelmesh`, see docs/server.md).
+//                     stat of the files (no load; the factor is measured by
+//                     `ebb bench modelmesh`, see docs/server.md): model.onnx
+//                     and the external-data files it names (ReadModelFiles;
+//                     one missing, or outside the model's folder, is the
+//                     error a load would give).
 //   ModelSize         the model's measured charge now (load growth + the
 //                     largest operation peak seen). kNotFound when unknown.
 //

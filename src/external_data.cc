@@ -1,0 +1,348 @@
+// ONNX external data (see external_data.h): the walk over the protobuf
+// encoding that finds every location, the checks that confine each file to
+// the model's folder, and the model's identity over all its files.
+//
+// The messages and field numbers walked (onnx/onnx.proto):
+//   ModelProto         7: graph (GraphProto), 25: functions (FunctionProto)
+//   GraphProto         1: node (NodeProto), 5: initializer (TensorProto),
+//                      15: sparse_initializer (SparseTensorProto)
+//   FunctionProto      7: node
+//   NodeProto          5: attribute (AttributeProto)
+//   AttributeProto     5: t, 10: tensors (TensorProto), 6: g, 11: graphs (GraphProto),
+//                      22: sparse_tensor, 23: sparse_tensors (SparseTensorProto)
+//   SparseTensorProto  1: values, 2: indices (TensorProto)
+//   TensorProto        8: name, 13: external_data (StringStringEntryProto: 1 key,
+//                      2 value), 14: data_location (1 = EXTERNAL, the only value
+//                      for which ONNX Runtime reads external_data)
+#include "external_data.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+
+#include "ebb/model_signature.h"
+#include "protobuf_cursor.h"
+
+namespace ebb::detail {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kMaxGraphDepth = 64;          // subgraphs in subgraphs: a bound against hostile nesting
+constexpr uint64_t kMaxStringBytes = 4096;  // a location longer than a path can be is refused
+
+// The locations found so far, each once, in the order first named.
+struct Locations {
+  std::vector<std::string> list;
+  std::set<std::string> seen;
+  void Add(const std::string& location) {
+    if (seen.insert(location).second) list.push_back(location);
+  }
+};
+
+// Calls parse(sub) on the message that is the value of the current field.
+template <typename Parse>
+Status Message(Cursor& c, uint32_t wire, const char* what, Parse parse) {
+  EBB_RETURN_IF_ERROR(ExpectDelimited(wire, what));
+  uint64_t n = 0;
+  EBB_RETURN_IF_ERROR(c.Length(&n));
+  Cursor sub = c.Sub(n);
+  return parse(sub);
+}
+
+// Reads a string field of at most kMaxStringBytes into `out`; a longer one is
+// skipped, and `*too_long` set.
+Status BoundedString(Cursor& c, uint32_t wire, const char* what, std::string* out, bool* too_long) {
+  EBB_RETURN_IF_ERROR(ExpectDelimited(wire, what));
+  uint64_t n = 0;
+  EBB_RETURN_IF_ERROR(c.Length(&n));
+  *too_long = n > kMaxStringBytes;
+  if (!*too_long) return c.String(n, out);
+  (void)c.Sub(n);  // skipped
+  return Status::Ok();
+}
+
+Status ParseTensor(Cursor& c, Locations* out) {
+  std::string name, location;
+  bool external = false, has_location = false, location_too_long = false;
+  EBB_RETURN_IF_ERROR(ForEachField(c, {8, 13, 14}, [&](uint32_t field, uint32_t wire) {
+    bool too_long = false;
+    if (field == 8) return BoundedString(c, wire, "tensor name", &name, &too_long);  // only for messages
+    if (field == 14) {
+      if (wire != kVarint) return c.SkipValue(wire);
+      uint64_t v = 0;
+      EBB_RETURN_IF_ERROR(c.Varint(&v));
+      external = v == 1;  // the last occurrence wins, as in protobuf
+      return Status::Ok();
+    }
+    return Message(c, wire, "external_data entry", [&](Cursor& entry) {
+      std::string key, value;
+      bool value_too_long = false;
+      EBB_RETURN_IF_ERROR(ForEachField(entry, {1, 2}, [&](uint32_t f, uint32_t w) {
+        return f == 1 ? BoundedString(entry, w, "external_data key", &key, &too_long)
+                      : BoundedString(entry, w, "external_data value", &value, &value_too_long);
+      }));
+      if (key == "location") {
+        location = std::move(value);
+        has_location = true;
+        location_too_long = value_too_long;
+      }
+      return Status::Ok();
+    });
+  }));
+  if (!external) return Status::Ok();
+  if (location_too_long) {
+    return InvalidArgument("tensor '" + name + "' names an external-data location longer than " +
+                           std::to_string(kMaxStringBytes) + " bytes");
+  }
+  if (!has_location || location.empty()) {
+    return InvalidArgument("tensor '" + name + "' keeps its data in an external file but names no location");
+  }
+  if (location.find('\0') != std::string::npos) {
+    return InvalidArgument("tensor '" + name + "' names an external-data location with a NUL byte");
+  }
+  out->Add(location);
+  return Status::Ok();
+}
+
+Status ParseSparseTensor(Cursor& c, Locations* out) {
+  return ForEachField(c, {1, 2}, [&](uint32_t, uint32_t wire) {
+    return Message(c, wire, "sparse tensor part", [&](Cursor& t) { return ParseTensor(t, out); });
+  });
+}
+
+Status ParseGraph(Cursor& c, int depth, Locations* out);
+
+Status ParseNode(Cursor& c, int depth, Locations* out) {
+  return ForEachField(c, {5}, [&](uint32_t, uint32_t wire) {
+    return Message(c, wire, "attribute", [&](Cursor& a) {
+      return ForEachField(a, {5, 6, 10, 11, 22, 23}, [&](uint32_t field, uint32_t w) {
+        return Message(a, w, "attribute value", [&](Cursor& v) {
+          if (field == 5 || field == 10) return ParseTensor(v, out);
+          if (field == 22 || field == 23) return ParseSparseTensor(v, out);
+          return ParseGraph(v, depth + 1, out);
+        });
+      });
+    });
+  });
+}
+
+Status ParseGraph(Cursor& c, int depth, Locations* out) {
+  if (depth > kMaxGraphDepth) return InvalidArgument("subgraphs nested deeper than " + std::to_string(kMaxGraphDepth));
+  return ForEachField(c, {1, 5, 15}, [&](uint32_t field, uint32_t wire) {
+    return Message(c, wire, "graph field", [&](Cursor& sub) {
+      if (field == 1) return ParseNode(sub, depth, out);
+      if (field == 5) return ParseTensor(sub, out);
+      return ParseSparseTensor(sub, out);
+    });
+  });
+}
+
+// Whether canonical `path` is `root` or below it, component by component.
+bool Inside(const fs::path& root, const fs::path& path) {
+  auto r = root.begin(), p = path.begin();
+  for (; r != root.end(); ++r, ++p) {
+    if (r->empty()) continue;  // a trailing separator
+    if (p == path.end() || *r != *p) return false;
+  }
+  return true;
+}
+
+int64_t Nanoseconds(const struct timespec& t) { return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec; }
+
+// A model file mapped read-only WITHOUT faulting its pages in (unlike
+// MappedFile): the walk touches only the pages of the fields it decodes.
+class WalkMapping {
+ public:
+  static Result<std::unique_ptr<WalkMapping>> Open(const std::string& path) {
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return NotFound("cannot open model file '" + path + "': " + std::strerror(errno));
+    struct stat st;
+    auto mapping = std::unique_ptr<WalkMapping>(new WalkMapping());
+    Status status = fstat(fd, &st) != 0 ? Internal("cannot stat '" + path + "': " + std::strerror(errno))
+                    : !S_ISREG(st.st_mode) ? InvalidArgument("'" + path + "' is not a model file")
+                    : st.st_size == 0      ? InvalidArgument("model file '" + path + "' is empty")
+                                           : Status::Ok();
+    if (status.ok()) {
+      mapping->size_ = static_cast<size_t>(st.st_size);
+      mapping->identity_ = {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+                            static_cast<int64_t>(st.st_size), Nanoseconds(st.st_mtim), Nanoseconds(st.st_ctim)};
+      mapping->data_ = mmap(nullptr, mapping->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (mapping->data_ == MAP_FAILED) {
+        mapping->data_ = nullptr;
+        status = Internal("cannot map '" + path + "': " + std::strerror(errno));
+      }
+    }
+    close(fd);
+    if (!status.ok()) return status;
+    return mapping;
+  }
+  ~WalkMapping() {
+    if (data_) munmap(data_, size_);
+  }
+  const void* data() const { return data_; }
+  size_t size() const { return size_; }
+  const FileIdentity& identity() const { return identity_; }
+
+ private:
+  WalkMapping() = default;
+  void* data_ = nullptr;
+  size_t size_ = 0;
+  FileIdentity identity_;
+};
+
+// The locations of the models walked so far, by the SHA-256 of their bytes
+// (the locations are a function of the bytes alone), so that a load of a
+// model seen before does not walk it again: with the walk, a Load that finds
+// its session cached took 0.6 ms for conv_300mb and 0.35 ms for ppocr_det
+// (672 nodes), without it 2.6 us. At most 1024 are remembered.
+class LocationMemo {
+ public:
+  std::optional<std::vector<std::string>> Find(const std::string& sha256) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(sha256);
+    if (it == entries_.end()) return std::nullopt;
+    return it->second;
+  }
+  void Insert(const std::string& sha256, const std::vector<std::string>& locations) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (entries_.size() >= 1024) entries_.clear();
+    entries_.emplace(sha256, locations);
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::vector<std::string>> entries_;  // guarded by mu_
+};
+
+LocationMemo& Memo() {
+  static LocationMemo memo;
+  return memo;
+}
+
+// The locations named by the model file at `path`; `identity` (optional) is
+// set to the identity of the file walked.
+Result<std::vector<std::string>> LocationsOfFile(const std::string& path, FileIdentity* identity) {
+  auto mapping = WalkMapping::Open(path);
+  if (!mapping.ok()) return mapping.status();
+  if (identity) *identity = (*mapping)->identity();
+  auto locations = ExternalDataLocations((*mapping)->data(), (*mapping)->size());
+  if (!locations.ok()) {
+    return InvalidArgument("'" + path + "' is not an ONNX model ebb can read: " + locations.status().message());
+  }
+  return locations;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> ExternalDataLocations(const void* data, size_t size) {
+  SpanStream in(data, size);
+  Cursor model(in, 0, size);
+  Locations found;
+  EBB_RETURN_IF_ERROR(ForEachField(model, {7, 25}, [&](uint32_t field, uint32_t wire) {
+    return Message(model, wire, field == 7 ? "graph" : "function", [&](Cursor& sub) {
+      if (field == 7) return ParseGraph(sub, 0, &found);
+      return ForEachField(sub, {7}, [&](uint32_t, uint32_t w) {
+        return Message(sub, w, "function node", [&](Cursor& node) { return ParseNode(node, 0, &found); });
+      });
+    });
+  }));
+  return std::move(found.list);
+}
+
+Result<std::string> ResolveExternalDataFile(const std::string& model_path, const std::string& location) {
+  const std::string named = "external-data file '" + location + "' of model '" + model_path + "'";
+  const fs::path relative(location);
+  if (relative.is_absolute()) {
+    return InvalidArgument(named + ": the location is absolute; it must name a file in the model's folder");
+  }
+  for (const fs::path& part : relative.lexically_normal()) {
+    if (part == "..") return InvalidArgument(named + ": the location leaves the model's folder");
+  }
+  fs::path folder = fs::path(model_path).parent_path();
+  if (folder.empty()) folder = ".";
+  const fs::path path = folder / relative;
+  std::error_code ec;
+  const fs::path real_folder = fs::canonical(folder, ec);
+  if (ec) return FailedPrecondition(named + ": the model's folder cannot be read (" + ec.message() + ")");
+  if (!fs::exists(fs::symlink_status(path, ec)) || !fs::exists(path, ec)) {
+    return FailedPrecondition(named + " does not exist (looked for " + path.string() + ")");
+  }
+  const fs::path real = fs::canonical(path, ec);
+  if (ec) return FailedPrecondition(named + " cannot be resolved: " + ec.message());
+  if (!Inside(real_folder, real)) {
+    return InvalidArgument(named + " resolves outside the model's folder (to " + real.string() +
+                           "); a link out of the folder is refused");
+  }
+  if (!fs::is_regular_file(real, ec)) return InvalidArgument(named + " is not a regular file");
+  if (fs::file_size(real, ec) == 0) return InvalidArgument(named + " is empty");
+  return path.string();
+}
+
+Result<std::string> IdentifyModelFiles(const std::string& model_path, const FileIdentity& model_identity,
+                                       const std::string& model_sha256, std::vector<ExternalDataFile>* files) {
+  files->clear();
+  std::optional<std::vector<std::string>> locations = Memo().Find(model_sha256);
+  if (!locations) {
+    FileIdentity walked;
+    auto found = LocationsOfFile(model_path, &walked);
+    if (!found.ok()) return found.status();
+    if (walked != model_identity) {  // not the bytes that were hashed
+      return Unavailable("the model file '" + model_path + "' changed while it was being loaded");
+    }
+    Memo().Insert(model_sha256, *found);
+    locations = std::move(found).value();
+  }
+  if (locations->empty()) return model_sha256;
+  std::string text = "ebb model files 1\n" + model_sha256 + "\n";
+  for (const std::string& location : *locations) {
+    auto path = ResolveExternalDataFile(model_path, location);
+    if (!path.ok()) return path.status();
+    ExternalDataFile file{location, *path, {}, {}};
+    auto sha256 = Sha256OfFile(file.path, &file.identity);
+    if (!sha256.ok()) return sha256.status();
+    file.sha256 = *sha256;
+    text += location + "\n" + file.sha256 + "\n";
+    files->push_back(std::move(file));
+  }
+  return Sha256Hex(text.data(), text.size());
+}
+
+bool ExternalDataUnchanged(const std::vector<ExternalDataFile>& files) {
+  for (const ExternalDataFile& f : files) {
+    Result<FileIdentity> now = StatFile(f.path);
+    if (!now.ok() || *now != f.identity) return false;
+  }
+  return true;
+}
+
+}  // namespace ebb::detail
+
+namespace ebb {
+
+Result<ModelFiles> ReadModelFiles(const std::string& path) {
+  auto locations = detail::LocationsOfFile(path, nullptr);
+  if (!locations.ok()) return locations.status();
+  ModelFiles files;
+  std::error_code ec;
+  files.total_bytes = static_cast<int64_t>(std::filesystem::file_size(path, ec));
+  if (ec) return NotFound("no model file '" + path + "'");
+  for (const std::string& location : *locations) {
+    auto file = detail::ResolveExternalDataFile(path, location);
+    if (!file.ok()) return file.status();
+    files.total_bytes += static_cast<int64_t>(std::filesystem::file_size(*file, ec));
+    files.external_data.push_back(*file);
+  }
+  return files;
+}
+
+}  // namespace ebb
