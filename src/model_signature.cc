@@ -13,6 +13,7 @@
 //   TensorShapeProto  1: dim (Dimension: 1 dim_value, 2 dim_param)
 #include "ebb/model_signature.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -34,7 +35,8 @@ Status ParseDim(Cursor& c, int64_t* dim) {
     if (field == 1 && wire == kVarint) {
       uint64_t v = 0;
       EBB_RETURN_IF_ERROR(c.Varint(&v));
-      *dim = static_cast<int64_t>(v);
+      // int64 on the wire; a negative one is no size ONNX allows: read it as unknown, as a symbol is.
+      *dim = std::max<int64_t>(static_cast<int64_t>(v), -1);
       return Status::Ok();
     }
     return c.SkipValue(wire);  // dim_param: symbolic, -1
@@ -57,7 +59,12 @@ Status ParseTensorType(Cursor& c, TensorInfo* info, bool* typed) {
     if (field == 1 && wire == kVarint) {
       uint64_t elem = 0;
       EBB_RETURN_IF_ERROR(c.Varint(&elem));
-      const std::optional<DataType> type = detail::FromOnnxType(static_cast<ONNXTensorElementDataType>(elem));
+      // Only a value the enum holds may be cast to it (any other is undefined): ebb's types are all
+      // at most DOUBLE's 11 or BFLOAT16's 16.
+      const std::optional<DataType> type =
+          elem <= ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16
+              ? detail::FromOnnxType(static_cast<ONNXTensorElementDataType>(elem))
+              : std::nullopt;
       if (!type) {
         return InvalidArgument("'" + info->name + "' has an element type ebb does not support (ONNX element type " +
                                std::to_string(elem) + ")");

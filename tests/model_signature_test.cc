@@ -89,6 +89,39 @@ class ModelFilesTest : public ::testing::Test {
   fs::path dir_;
 };
 
+// Element types and dims as the wire holds them, whatever they are: an element type no enum value
+// names (the fuzzer's first find: 99 was cast to ONNXTensorElementDataType, undefined behaviour) is
+// refused naming it; a negative dim (int64 on the wire) reads as unknown, as a symbolic one.
+TEST_F(ModelFilesTest, OddElementTypesAndDimsFromTheWire) {
+  auto value = [](uint64_t elem, int64_t dim) {
+    std::string dims, d;
+    pb::Int(d, 1, static_cast<uint64_t>(dim));
+    pb::Bytes(dims, 1, d);
+    std::string tensor_type;
+    pb::Int(tensor_type, 1, elem);
+    pb::Bytes(tensor_type, 2, dims);
+    std::string type, info;
+    pb::Bytes(type, 1, tensor_type);
+    pb::Bytes(info, 1, "x");
+    pb::Bytes(info, 2, type);
+    return info;
+  };
+  for (uint64_t elem : {uint64_t{99}, uint64_t{17}, uint64_t{1} << 40, ~uint64_t{0}}) {
+    std::string graph;
+    pb::Bytes(graph, 11, value(elem, 4));
+    auto s = ReadModelSignature(WriteGraph(graph));
+    ASSERT_EQ(s.status().code(), StatusCode::kInvalidArgument) << elem;
+    EXPECT_NE(s.status().message().find("ONNX element type " + std::to_string(elem)), std::string::npos)
+        << s.status().ToString();
+  }
+  std::string graph;
+  pb::Bytes(graph, 11, value(1, -5));
+  auto s = ReadModelSignature(WriteGraph(graph));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_EQ(s->inputs.size(), 1u);
+  EXPECT_EQ(s->inputs[0].shape, (Shape{-1}));
+}
+
 TEST_F(ModelFilesTest, OneFileModelsReadNothingElse) {
   const std::string path = testing::ModelPath("convnet");
   auto files = ReadModelFiles(path);
