@@ -301,6 +301,15 @@ class FilesBesideAModelTest : public ::testing::Test {
     fs::create_symlink("/dev/zero", model("config_zero", "tiny") / "config.json");
     std::ofstream(model("config_huge", "tiny") / "config.json") << "{";
     fs::resize_file(root / "config_huge" / "config.json", uintmax_t{1} << 30);  // 1 GiB, sparse
+    // The model file itself, linked out of the repository, flat and in a version folder; a link
+    // that stays inside (to another folder's model) is followed.
+    fs::copy_file(models + "/tiny/model.onnx", outside_ + "/model.onnx");
+    fs::create_directories(root / "model_link_out");
+    fs::create_symlink(outside_ + "/model.onnx", root / "model_link_out" / "model.onnx");
+    fs::create_directories(root / "version_link_out" / "1");
+    fs::create_symlink(outside_ + "/model.onnx", root / "version_link_out" / "1" / "model.onnx");
+    fs::create_directories(root / "model_link_inside");
+    fs::create_symlink(root / "tiny" / "model.onnx", root / "model_link_inside" / "model.onnx");
     repository_ = root.string();
     stderr_path_ = root.string() + "_stderr.txt";
     server_ = new testing::ServerProcess();
@@ -356,6 +365,8 @@ const std::vector<BesideCase> kBesideCases = {
     {"config_fifo", "config.json' is a FIFO, not a regular file: refused"},
     {"config_zero", "config.json' resolves outside"},
     {"config_huge", "config.json' is 1073741824 bytes, larger than the limit of 64 KiB for config.json: refused"},
+    {"model_link_out", "model.onnx is a link that resolves outside the repository"},
+    {"version_link_out", "1/model.onnx is a link that resolves outside the repository"},
 };
 
 TEST_F(FilesBesideAModelTest, TheServerOpensItsPortsAndWarnsOfEachRefusedFile) {
@@ -377,6 +388,9 @@ TEST_F(FilesBesideAModelTest, TheServerOpensItsPortsAndWarnsOfEachRefusedFile) {
   auto good = Post("/v2/models/tiny/infer", kGoodTiny);
   ASSERT_TRUE(good);
   EXPECT_EQ(good->status, 200) << good->body;
+  auto inside = Post("/v2/models/model_link_inside/infer", kGoodTiny);
+  ASSERT_TRUE(inside);
+  EXPECT_EQ(inside->status, 200) << "a link inside the repository is followed: " << inside->body;
 }
 
 TEST_F(FilesBesideAModelTest, EachLoadIsRefusedAtOnceNamingTheFileWithMemoryBounded) {

@@ -39,31 +39,46 @@ Result<std::shared_ptr<const std::vector<std::string>>> ReadLabels(const fs::pat
 
 }  // namespace
 
-// What a model folder holds.
+// What a model folder holds. `folder` is its real path, inside the repository (FolderOf).
 struct ModelRepository::Layout {
   bool flat_model = false;                // model.onnx directly in the folder
   std::vector<int64_t> versions;          // version folders with a model.onnx, ascending
   std::vector<std::string> empty_versions;  // version folders without one
+  std::vector<std::string> linked_out;    // model files that are links leading out of the repository
 
   static Layout Of(const fs::path& folder) {
     Layout layout;
     std::error_code ec;
-    layout.flat_model = fs::is_regular_file(folder / "model.onnx", ec);
+    // A model file is confined as the folders are: a link is followed only while it stays inside
+    // the repository (the files beside it are confined the same way: model_config.h).
+    const fs::path root = folder.parent_path();
+    auto model_file = [&](const fs::path& path, const std::string& shown) {
+      if (!fs::is_regular_file(path, ec)) return false;
+      const fs::path real = fs::canonical(path, ec);
+      const fs::path rel = ec ? fs::path() : real.lexically_relative(root);
+      if (rel.empty() || *rel.begin() == "..") {
+        layout.linked_out.push_back(shown);
+        return false;
+      }
+      return true;
+    };
+    layout.flat_model = model_file(folder / "model.onnx", "model.onnx");
     for (const auto& entry : fs::directory_iterator(folder, ec)) {
-      const std::optional<int64_t> number = VersionNumber(entry.path().filename().string());
+      const std::string name = entry.path().filename().string();
+      const std::optional<int64_t> number = VersionNumber(name);
       if (!number || !entry.is_directory(ec)) continue;
       const bool inside = fs::canonical(entry.path(), ec).parent_path() == folder;
-      if (inside && fs::is_regular_file(entry.path() / "model.onnx", ec)) {
+      if (inside && model_file(entry.path() / "model.onnx", name + "/model.onnx")) {
         layout.versions.push_back(*number);
       } else {
-        layout.empty_versions.push_back(entry.path().filename().string());
+        layout.empty_versions.push_back(name);
       }
     }
     std::sort(layout.versions.begin(), layout.versions.end());
     std::sort(layout.empty_versions.begin(), layout.empty_versions.end());
     return layout;
   }
-  bool is_model() const { return flat_model || !versions.empty() || !empty_versions.empty(); }
+  bool is_model() const { return flat_model || !versions.empty() || !empty_versions.empty() || !linked_out.empty(); }
 };
 
 ModelRepository::ModelRepository(Runtime& runtime, Options options)
@@ -111,6 +126,9 @@ Result<ModelFolder> ModelRepository::Read(const std::string& name, std::optional
   auto folder = FolderOf(name);
   if (!folder.ok()) return folder.status();
   const Layout layout = Layout::Of(*folder);
+  if (!layout.linked_out.empty()) {
+    return InvalidArgument("model '" + name + "': " + layout.linked_out[0] + " is a link that resolves outside the repository");
+  }
   auto labels = ReadLabels(*folder, options_.root);
   if (!labels.ok()) return labels.status();
   ModelFolder model{name, !layout.flat_model, {}, {}, config.has_value(), *labels};
