@@ -31,11 +31,15 @@ _classes = operators.classes + ui.classes
 def register():
     for cls in _classes:
         bpy.utils.register_class(cls)
+    for name, prop in ui.window_manager_properties.items():
+        setattr(bpy.types.WindowManager, name, prop)
     bpy.types.IMAGE_MT_image.append(ui.menu_entries)
 
 
 def unregister():
     bpy.types.IMAGE_MT_image.remove(ui.menu_entries)
+    for name in ui.window_manager_properties:
+        delattr(bpy.types.WindowManager, name)
     for cls in reversed(_classes):
         bpy.utils.unregister_class(cls)
     engine.ENGINE.drop()  # a running job is cancelled and waited for; the runtime and models go

@@ -47,10 +47,17 @@ class EBB_PT_upscale(bpy.types.Panel):
         row = col.row()
         row.enabled = image is not None
         row.operator("ebb.upscale_image", icon='IMAGE_DATA').image = image.name if image else ""
+        is_sequence = image is not None and image.source == 'SEQUENCE'
         row = col.row()
-        row.enabled = image is not None and image.source == 'SEQUENCE'
+        row.enabled = is_sequence
         op = row.operator("ebb.upscale_sequence", icon='SEQUENCE')
         op.image = image.name if image else ""
+        if is_sequence:
+            wm = context.window_manager
+            col.prop(wm, "ebb_frame_start")
+            col.prop(wm, "ebb_frame_end")
+            col.prop(wm, "ebb_directory")
+            op.frame_start, op.frame_end, op.directory = wm.ebb_frame_start, wm.ebb_frame_end, wm.ebb_directory
 
         job = ENGINE.job
         if job is not None and not job.finished:
@@ -87,3 +94,13 @@ def menu_entries(self, context):
 
 
 classes = (EbbUpscalePreferences, EBB_PT_upscale)
+
+# The panel's sequence settings: on the window manager, so they live for the session and are not saved.
+window_manager_properties = {
+    "ebb_frame_start": IntProperty(name="First frame", default=1,
+                                   description="Number of the first file frame to upscale"),
+    "ebb_frame_end": IntProperty(name="Last frame", default=0,
+                                 description="Number of the last file frame; below the first: the whole sequence"),
+    "ebb_directory": StringProperty(name="Output folder", subtype='DIR_PATH', default="",
+                                    description="Where the frames go (empty: 'upscaled' beside the frames)"),
+}
