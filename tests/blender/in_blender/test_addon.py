@@ -98,3 +98,53 @@ def test_upscale_sequence_is_one_operation_released_once(engine, tmp_path):
     sequence = bpy.data.images[f"{image.name}_2x"]
     assert sequence.source == 'SEQUENCE'
     assert bpy.path.abspath(sequence.filepath) == str(out / "shot_0002.png")
+
+
+class Layout:
+    """Stands in for Blender's UILayout in a panel's draw(): records the labels and operators drawn."""
+
+    def __init__(self, record=None):
+        self.record = [] if record is None else record
+        self.enabled = True
+
+    def column(self, **_):
+        return Layout(self.record)
+
+    row = box = column
+
+    def label(self, text="", **_):
+        self.record.append(("label", text))
+
+    def operator(self, idname, **_):
+        self.record.append(("operator", idname))
+        return type("Properties", (), {})()
+
+    def prop(self, data, name, **_):
+        self.record.append(("prop", name))
+
+    def separator(self):
+        pass
+
+
+def draw_panel(image) -> list:
+    layout = Layout()
+    panel = type("Panel", (), {"layout": layout})()
+    space = type("Space", (), {"image": image})()
+    context = type("Context", (), {"space_data": space, "window_manager": bpy.context.window_manager})()
+    bpy.types.EBB_PT_upscale.draw(panel, context)
+    return layout.record
+
+
+def test_the_panel_shows_the_loaded_models_and_the_last_jobs_memory(engine):
+    record = draw_panel(bpy.data.images["gen"])
+    labels = [text for kind, text in record if kind == "label"]
+    assert ("operator", "ebb.upscale_image") in record and ("operator", "ebb.unload_models") in record
+    assert "waifu2x_scale2x on cpu" in labels
+    last = engine.last
+    assert f"{last['label']}: done" in labels
+    assert any(t.startswith("took ") and " MiB, gave back " in t for t in labels), labels
+    assert any(t.startswith("RSS ") for t in labels) and any(t.startswith("arena peak ") for t in labels)
+    # An image sequence: the frame range and the output folder for Upscale Sequence.
+    sequence = next(i for i in bpy.data.images if i.source == 'SEQUENCE')
+    assert [name for kind, name in draw_panel(sequence) if kind == "prop"] == \
+        ["ebb_frame_start", "ebb_frame_end", "ebb_directory"]

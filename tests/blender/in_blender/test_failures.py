@@ -98,6 +98,21 @@ def test_a_broken_model_folder_is_an_error_report_and_blender_keeps_running(engi
     assert bpy.ops.ebb.upscale_image(image="small") == {'FINISHED'}
 
 
+def test_another_model_folder_and_tile_size_from_the_preferences(engine, prefs, tmp_path):
+    folder = tmp_path / "upscaler_tile64"
+    folder.mkdir()
+    (folder / "model.onnx").write_bytes((UPSCALER / "model.onnx").read_bytes())
+    (folder / "config.json").write_text('{"kind": "image_to_image", "scale": 2, "tile": {"size": 64, "overlap": 8}}')
+    prefs.model_folder = str(folder)
+    assert bpy.ops.ebb.upscale_image(image="small") == {'FINISHED'}
+    assert engine.last["runs"] == 4  # 96x64 in cores of 64 - 2 x 8: 2 x 2 tiles (the bundled config: 1)
+    assert str(folder) in engine.models
+    prefs.tile_size = 48  # the preference overrides the folder's tile size: cores of 32, 3 x 2 tiles
+    assert bpy.ops.ebb.upscale_image(image="small") == {'FINISHED'}
+    assert engine.last["runs"] == 6
+    assert tuple(bpy.data.images["small_2x"].size) == (192, 128)
+
+
 def test_out_of_memory_is_an_error_report_and_the_next_job_works(engine, prefs, tmp_path, capfd):
     policy = tmp_path / "capped.json"
     policy.write_text(json.dumps({"cpu": {"arena_settings": {"max_bytes": 16 * MiB}}}))  # a tile needs ~118 MiB
