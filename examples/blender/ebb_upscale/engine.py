@@ -259,11 +259,10 @@ class Engine:
                      "took": job.peak["rss"] - job.before["rss"], "gave_back": job.peak["rss"] - job.after["rss"]}
 
     def unload_models(self) -> None:
-        """Unloads every model (their weights go back too); the next job loads again."""
+        """Unloads every model (ebb gives their memory back as it drops them); the next job loads again."""
         self.models.clear()
         if self.runtime is not None:
             self.runtime.clear()
-            self.runtime.trim()
 
     def drop(self) -> None:
         """Stops a running job and lets go of the runtime (add-on disabled, policy changed)."""
