@@ -132,3 +132,12 @@ def test_disabling_the_addon_lets_go_of_ebb_and_enabling_it_again_works(addon, e
     bpy.ops.preferences.addon_enable(module=addon.__name__)
     assert bpy.ops.ebb.upscale_image(image="small") == {'FINISHED'}
     assert engine.runtime.load_count == 1
+
+
+def test_unload_models_drops_them_and_the_next_job_loads_again(engine):
+    loads = engine.runtime.load_count
+    assert engine.runtime.cached >= 1 and engine.models
+    assert bpy.ops.ebb.unload_models() == {'FINISHED'}
+    assert engine.runtime.cached == 0 and not engine.models
+    assert bpy.ops.ebb.upscale_image(image="small") == {'FINISHED'}
+    assert engine.runtime.load_count == loads + 1
