@@ -42,6 +42,7 @@ from ._ebb import (
     __version__,
     image_to_tensor,
     read_image,
+    read_model_config,
     tensor_to_image,
     write_png,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "__version__",
     "image_to_tensor",
     "read_image",
+    "read_model_config",
     "tensor_to_image",
     "write_png",
 ]

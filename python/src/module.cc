@@ -2,6 +2,7 @@
 // the model pool in bind_pool.cc, the benchmark helpers in bench.cc.
 #include "binding.h"
 #include "ebb/memory_policy.h"
+#include "ebb/model_config.h"
 
 namespace ebb::python {
 namespace {
@@ -253,6 +254,20 @@ or a float32 tensor [1,C,H,W] / [C,H,W] with values in [0,1] (clamped, scaled to
       py::arg("tensor"), "float32 [1,C,H,W] / [C,H,W] in [0,1] -> uint8 HWC image (clamped, x255, rounded).");
 }
 
+void BindModelConfig(py::module_& m) {
+  m.def(
+      "read_model_config",
+      [](const py::object& folder) {
+        return JsonToPython(ModelConfigToJson(Unwrap(LoadModelConfig(PathArg(folder, "folder")))));
+      },
+      py::arg("folder"),
+      R"doc(The config.json of a model folder as ebb reads it (LoadModelConfig, strict: unknown keys and
+out-of-range values raise ebb.InvalidArgument naming the file), written back with every field it has:
+{"kind": "tensor" | "image_to_image", "pinned": bool, and when set "device", "tile": {"size", "overlap",
+"tiles_per_run"}, "scale", "keep_alive_ms", "versions"}. A folder without config.json gives the defaults
+({"kind": "tensor", "pinned": False}).)doc");
+}
+
 }  // namespace
 }  // namespace ebb::python
 
@@ -266,6 +281,7 @@ PYBIND11_MODULE(_ebb, m) {
   RuntimeClass runtime(m, "Runtime");
   BindRuntime(runtime);
   BindImages(m);
+  BindModelConfig(m);
   BindOperations(m, runtime);
   BindPool(m);
   BindBench(m);

@@ -10,7 +10,7 @@ import pytest
 
 import ebb
 from ebb import _ebb
-from conftest import EBB_BINARY, FIXTURES, MiB, image_input, model, rss_bytes, shared_arena
+from conftest import EBB_BINARY, FIXTURES, MODELS, MiB, image_input, model, rss_bytes, shared_arena
 
 # --- the package ---------------------------------------------------------------------
 
@@ -355,6 +355,27 @@ def test_image_errors(tmp_path):
         ebb.write_png(tmp_path / "x.png", np.zeros((4, 4, 3), np.int32))
     with pytest.raises(ebb.InvalidArgument):
         ebb.write_png(tmp_path / "x.png", np.zeros((4, 4, 2), np.uint8))
+
+
+# --- model folders ---------------------------------------------------------------------------
+
+
+def test_read_model_config_is_the_library_reader(tmp_path):
+    assert ebb.read_model_config(MODELS / "waifu2x_scale2x") == {
+        "kind": "image_to_image", "pinned": False, "scale": 2,
+        "tile": {"size": 128, "overlap": 8, "tiles_per_run": 1}}
+    assert ebb.read_model_config(tmp_path) == {"kind": "tensor", "pinned": False}  # no config.json: defaults
+    (tmp_path / "config.json").write_text('{"kind": "image_to_image", "device": "cpu", "keep_alive_ms": 0}')
+    assert ebb.read_model_config(str(tmp_path)) == {"kind": "image_to_image", "pinned": False, "device": "cpu",
+                                                    "keep_alive_ms": 0}
+    (tmp_path / "config.json").write_text('{"kind": "image_to_image", "tiles": {}}')
+    with pytest.raises(ebb.InvalidArgument, match=r"config\.json.*unknown key 'config\.tiles'"):
+        ebb.read_model_config(tmp_path)
+    (tmp_path / "config.json").write_text('{"tile": {"size": 16, "overlap": 8}}')
+    with pytest.raises(ebb.InvalidArgument):  # no core left: the library's tile plan refuses it
+        ebb.read_model_config(tmp_path)
+    with pytest.raises(TypeError, match="folder must be a str"):
+        ebb.read_model_config(3)
 
 
 def test_string_tensors(runtime):

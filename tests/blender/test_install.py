@@ -1,0 +1,78 @@
+"""The installed-wheel route, as a Blender user takes it (examples/blender/README.md), into a scratch user folder:
+
+1. ebb's wheel, built the Python package's way (`pip wheel --no-build-isolation .`; ONNX Runtime inside it);
+2. the add-on's zip (examples/blender/build_addon.py);
+3. `pip install --no-deps --target <user scripts>/modules <wheel>` with Blender's Python (Debian's Blender runs
+   on /usr/bin/python3), then in Blender: Preferences > Add-ons > Install (addon_install), enable, save the
+   preferences;
+4. Blender started again, as a user would (no --factory-startup, no PYTHONPATH, no --python-use-system-env):
+   the add-on is enabled from the saved preferences, `import ebb` finds the wheel's copy in the user folder
+   with ONNX Runtime beside it, and an image is upscaled.
+
+Run by ctest with /usr/bin/python3 -m pytest (plain Python; Blender is started as a child process)."""
+import json
+import os
+import pathlib
+import subprocess
+
+import launch
+
+ROOT = launch.ROOT
+BUILD = pathlib.Path(os.environ.get("EBB_BUILD_DIR", ROOT / "build"))
+BLENDER_PYTHON = "/usr/bin/python3"  # the interpreter Debian's Blender embeds (libpython3.11)
+
+INSTALL = r"""
+import sys, bpy
+zip_path = sys.argv[sys.argv.index("--") + 1]
+assert bpy.ops.preferences.addon_install(filepath=zip_path) == {'FINISHED'}
+assert bpy.ops.preferences.addon_enable(module="ebb_upscale") == {'FINISHED'}
+assert bpy.ops.wm.save_userpref() == {'FINISHED'}
+"""
+
+USE = r"""
+import json, sys, bpy, numpy as np
+assert "ebb_upscale" in bpy.context.preferences.addons, "the add-on is not enabled after a restart"
+import ebb
+image = bpy.data.images.new("photo", 160, 120, alpha=True)
+image.pixels.foreach_set(np.random.default_rng(7).random(160 * 120 * 4, dtype=np.float32))
+result = bpy.ops.ebb.upscale_image(image="photo")
+with open("/proc/self/maps") as maps:
+    ort = sorted({line.split()[-1] for line in maps if "libonnxruntime.so" in line})
+print("RESULT " + json.dumps({"op": sorted(result), "size": list(bpy.data.images["photo_2x"].size),
+                              "ebb": ebb.__file__, "version": ebb.__version__, "ort": ort,
+                              "scripts": bpy.utils.script_path_user()}))
+"""
+
+
+def test_wheel_into_blenders_user_folder_then_the_addon_zip(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env.update(EBB_BUILD_DIR=str(BUILD), PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    dist = tmp_path / "dist"
+    wheel = subprocess.run([BLENDER_PYTHON, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(dist),
+                            str(ROOT)], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert wheel.returncode == 0, wheel.stdout + wheel.stderr
+    (whl,) = dist.glob("ebb-*.whl")
+    assert whl.name.startswith("ebb-0.1.0-cp311-cp311-linux_")
+    addon_zip = subprocess.run([BLENDER_PYTHON, str(ROOT / "examples" / "blender" / "build_addon.py"), "--out",
+                                str(dist)], capture_output=True, text=True, check=True).stdout.strip()
+
+    env.update(launch.user_folder(tmp_path / "user"))
+    modules = tmp_path / "user" / "scripts" / "modules"
+    pip = subprocess.run([BLENDER_PYTHON, "-m", "pip", "install", "--no-deps", "--target", str(modules), str(whl)],
+                         env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert pip.returncode == 0, pip.stdout + pip.stderr
+    install = launch.run_blender(["-b", "--python-exit-code", "1", "--python-expr", INSTALL, "--", addon_zip], env)
+    assert install.returncode == 0, install.stdout + install.stderr
+    assert (tmp_path / "user" / "scripts" / "addons" / "ebb_upscale" / "models" / "waifu2x_scale2x").is_dir()
+
+    use = launch.run_blender(["-b", "--python-exit-code", "1", "--python-expr", USE], env)
+    assert use.returncode == 0, use.stdout + use.stderr
+    assert "Traceback" not in use.stdout + use.stderr
+    (line,) = [l for l in use.stdout.splitlines() if l.startswith("RESULT ")]
+    got = json.loads(line[len("RESULT "):])
+    assert got["op"] == ["FINISHED"] and got["size"] == [320, 240]
+    assert got["scripts"] == str(tmp_path / "user" / "scripts")
+    assert pathlib.Path(got["ebb"]).parent == modules / "ebb"
+    assert got["version"] == "0.1.0"
+    # ONNX Runtime is the wheel's copy beside the extension, not the checkout's.
+    assert got["ort"] == [str(modules / "ebb" / "libonnxruntime.so.1")]
