@@ -258,14 +258,16 @@ void BindModelConfig(py::module_& m) {
   m.def(
       "read_model_config",
       [](const py::object& folder) {
-        return JsonToPython(ModelConfigToJson(Unwrap(LoadModelConfig(PathArg(folder, "folder")))));
+        const std::string path = PathArg(folder, "folder");
+        return JsonToPython(ModelConfigToJson(Unwrap(LoadModelConfig(path, path))));  // confined to the folder
       },
       py::arg("folder"),
       R"doc(The config.json of a model folder as ebb reads it (LoadModelConfig, strict: unknown keys and
 out-of-range values raise ebb.InvalidArgument naming the file), written back with every field it has:
 {"kind": "tensor" | "image_to_image", "pinned": bool, and when set "device", "tile": {"size", "overlap",
 "tiles_per_run"}, "scale", "keep_alive_ms", "versions"}. A folder without config.json gives the defaults
-({"kind": "tensor", "pinned": False}).)doc");
+({"kind": "tensor", "pinned": False}). config.json must be a regular file inside the folder (a link out of
+it, a FIFO or a device is refused), of at most 64 KiB.)doc");
 }
 
 }  // namespace
