@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 
 // A repository holding `model` as the server would serve it: a model folder's
 // parent; for a bare file, a temporary folder `dir` with a model folder that
-// links to it.
+// holds a hard link to it (or a copy).
 struct BenchRepository {
   std::string root, name;
   fs::path dir;  // removed at the end when set
@@ -34,7 +34,12 @@ Result<BenchRepository> RepositoryFor(const ModelArg& model) {
   const fs::path dir = fs::temp_directory_path() / ("ebb_bench_http_" + std::to_string(getpid()));
   const fs::path folder = dir / "model";
   fs::create_directories(folder, ec);
-  if (!ec) fs::create_symlink(fs::absolute(model.path, ec), folder / "model.onnx", ec);
+  // A hard link (a copy across file systems): a repository follows no link that leads out of it.
+  if (!ec) fs::create_hard_link(fs::absolute(model.path, ec), folder / "model.onnx", ec);
+  if (ec) {
+    ec.clear();
+    fs::copy_file(fs::absolute(model.path, ec), folder / "model.onnx", ec);
+  }
   if (ec) return Internal("cannot make a repository for '" + model.path + "' in " + dir.string() + ": " + ec.message());
   return BenchRepository{dir.string(), "model", dir};
 }
