@@ -13,8 +13,9 @@ One call of the device tool carries one part of the bundle (scripts/gpu/bundle.s
      `ebb bench release` on cuda:0, each under a timeout and inside an overall deadline;
   6. writes $OUT/gpu-report.json (everything, machine-readable) and $OUT/gpu-check.log (every step's
      command and output) and prints a summary.
---dry-run (no GPU): the same steps; CUDA libraries and a driver may be missing, the checks skip, the
-benchmarks fall back to CPU at small sizes, and nothing is judged that needs a GPU.
+--dry-run (no GPU): the same steps; CUDA libraries and a driver may be missing, each check's code runs on
+CPU sessions (ebb_cuda_check --exercise-on-cpu: figures, no goal judged), the benchmarks fall back to CPU
+at small sizes, and nothing is judged that needs a GPU.
 Exit status: 0 passed (dry run: every step walked), 1 a check or step failed, 2 corrupt, 3 incomplete.
 Only the Python standard library is used: it runs on the machine's own python3.
 """
@@ -365,7 +366,7 @@ class Deadline:
         return self.end - time.monotonic()
 
 
-def run_checks(root, env, dry_run, deadline, only, log):
+def run_checks(root, env, dry_run, deadline, only, log, save):
     exe = os.path.join(root, "bin", "ebb_cuda_check")
     models = os.path.join(root, "models")
     listed = run_step([exe, "--list"], env, 30, log)
@@ -381,7 +382,9 @@ def run_checks(root, env, dry_run, deadline, only, log):
         if budget < 20:
             results.append({"check": name, "status": "fail", "message": "not run: the overall deadline was near"})
             continue
-        cmd = [exe, "--check", name, "--models", models] + ([] if dry_run else ["--expect-gpu"])
+        # A dry run exercises each check's code on CPU sessions (small frames, no goal judged).
+        mode = ["--exercise-on-cpu", "--side", "64"] if dry_run else ["--expect-gpu"]
+        cmd = [exe, "--check", name, "--models", models] + mode
         r = run_step(cmd, env, budget, log)
         result = None
         for line in reversed(r["stdout"].splitlines()):
@@ -399,13 +402,14 @@ def run_checks(root, env, dry_run, deadline, only, log):
             result["message"] = "dry run: " + result.get("message", "")
         result["process_seconds"] = r["seconds"]
         results.append(result)
+        save(results)  # a report even if the call's own time limit stops what follows
         message = result.get("message", "")
         say(f"check {name}: {result['status']}" + ("" if result["status"] == "pass" else
                                                       f" ({message[:300]}{'...' if len(message) > 300 else ''})"))
     return results
 
 
-def run_benches(root, env, dry_run, deadline, log):
+def run_benches(root, env, dry_run, deadline, log, save):
     ebb = os.path.join(root, "bin", "ebb")
     models = os.path.join(root, "models")
     benches = {"bench_floor": ["bench", "floor", "--json", "--device", "cuda:0", "--models", models],
@@ -437,6 +441,7 @@ def run_benches(root, env, dry_run, deadline, log):
             status = "fail" if unmet else "pass"
             message = ("goals not met: " + ", ".join(unmet)) if unmet else ""
         results[name] = {"status": status, "message": message, "seconds": r["seconds"], "result": data}
+        save(results)
         say(f"{name}: {status}" + (f" ({message})" if message else ""))
     return results
 
@@ -459,13 +464,24 @@ def main():
               "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     report_path = os.path.join(args.out, "gpu-report.json")
 
+    def save():
+        report["seconds"] = round(time.monotonic() - started, 2)
+        with open(report_path + ".tmp", "w") as f:
+            json.dump(report, f, indent=1)
+        os.replace(report_path + ".tmp", report_path)
+
     def finish(code, verdict):
         report["verdict"] = verdict
-        report["seconds"] = round(time.monotonic() - started, 2)
-        with open(report_path, "w") as f:
-            json.dump(report, f, indent=1)
+        save()
         say(f"{verdict} -> {report_path} (exit {code})")
         return code
+
+    def saving(key):
+        def save_part(results):
+            report[key] = results
+            report["verdict"] = "unfinished: the run stopped here"
+            save()
+        return save_part
 
     try:
         manifest = load_manifest(args.sources, args.stash)
@@ -530,12 +546,12 @@ def main():
                                    ", ".join(env_report["cuda_libraries_missing"]) + " " +
                                    json.dumps(report["closure"]["unresolved"])}
     only = [c for c in args.checks.split(",") if c]
-    report["checks"] = run_checks(root, env, args.dry_run, deadline, only, log)
-    report["benches"] = run_benches(root, env, args.dry_run, deadline, log)
+    report["steps"] = steps
+    report["checks"] = run_checks(root, env, args.dry_run, deadline, only, log, saving("checks"))
+    report["benches"] = run_benches(root, env, args.dry_run, deadline, log, saving("benches"))
     if shutil.which("nvidia-smi"):
         after = run_step(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader"], {}, 30, log)
         env_report["nvidia_smi_memory_used_at_end"] = after["stdout"].strip()
-    report["steps"] = steps
     statuses = ([c["status"] for c in report["checks"]] + [b["status"] for b in report["benches"].values()] +
                 [s["status"] for s in steps.values()])
     report["summary"] = {s: statuses.count(s) for s in ("pass", "fail", "skip")}

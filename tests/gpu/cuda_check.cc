@@ -1,6 +1,7 @@
 // ebb_cuda_check: ebb's CUDA claims, checked on a machine with an NVIDIA GPU (docs/gpu-check.md).
 //
-//   ebb_cuda_check [--models DIR] [--device N] [--side PIXELS] [--expect-gpu] [--check NAME]... [--list]
+//   ebb_cuda_check [--models DIR] [--device N] [--side PIXELS] [--expect-gpu | --exercise-on-cpu]
+//                  [--check NAME]... [--list]
 //
 // Each check builds its own Runtime, does its work and prints one JSON line:
 //   {"check": NAME, "status": "pass"|"fail"|"skip", "message": "...", "seconds": S,
@@ -9,7 +10,10 @@
 // provider library, CUDA libraries or driver, no device), every check is skipped with the reason,
 // unless --expect-gpu says that a GPU is meant to be there: then that is a failure. So this program
 // runs on any machine: ctest runs it here (it skips), scripts/gpu/run.sh runs each check in a process
-// of its own on the GPU machine, with --expect-gpu.
+// of its own on the GPU machine, with --expect-gpu. --exercise-on-cpu runs every check's code on the
+// CPU instead (with --side 64, in seconds), reporting its figures but judging no goal (status skip,
+// unless something failed on the way): how this machine finds a check that would crash or throw
+// before a GPU's time is spent on it.
 //
 // Exit status: 0 every check run passed; 1 a check failed; 2 bad usage; 77 every check was skipped.
 //
@@ -63,6 +67,7 @@ struct Options {
   int device = 0;
   int64_t side = 1024;  // frames of the memory checks: waifu2x at 1024x1024 holds about 1 GiB of activations
   bool expect_gpu = false;
+  bool exercise_on_cpu = false;  // run the checks' code on CPU sessions; judge no goal
   std::vector<std::string> checks;
 };
 
@@ -170,6 +175,10 @@ class Report {
   void Note(const std::string& message) { message_ += (message_.empty() ? "" : "; ") + message; }
 
   Json Finish(double seconds) {
+    if (status_ == "pass" && g_options.exercise_on_cpu) {
+      status_ = "skip";
+      Note("exercised on CPU: goals not judged");
+    }
     if (status_ == "pass") {
       for (const auto& [goal, holds] : goals_.items()) {
         if (!holds.get<bool>()) {
@@ -195,6 +204,7 @@ class Report {
 
 // Why CUDA cannot be used at all, or nullopt. Read once per process.
 std::optional<std::string> CudaProblem() {
+  if (g_options.exercise_on_cpu) return std::nullopt;
   static const std::optional<std::string> problem = []() -> std::optional<std::string> {
     const ebb::ProviderSupport support = ebb::ReadProviderSupport();
     if (support.cuda != ebb::ProviderSupport::CudaLibrary::kLoadable) {
@@ -216,10 +226,15 @@ std::unique_ptr<Runtime> NewRuntime(const MemoryPolicy& policy, Report& report) 
   return std::move(*runtime);
 }
 
-// `model` on cuda:<device>, strictly (no fallback); null with the report filled when it cannot be.
+// Where the checks load their models: cuda:<device>, strictly (no fallback); the CPU when exercising.
+ebb::LoadOptions OnTarget() {
+  return {.device = g_options.exercise_on_cpu ? DeviceRequest::Cpu() : DeviceRequest::Cuda(g_options.device),
+          .strict_device = true};
+}
+
+// `model` on the target; null with the report filled when it cannot be.
 std::shared_ptr<Session> LoadOnCuda(Runtime& runtime, const std::string& model, Report& report) {
-  auto session = runtime.Load(ModelFile(model), {.device = DeviceRequest::Cuda(g_options.device),
-                                                 .strict_device = true});
+  auto session = runtime.Load(ModelFile(model), OnTarget());
   if (!session.ok()) {
     if (session.status().code() == ebb::StatusCode::kUnavailable) {
       report.Unusable(session.status().message());
@@ -394,7 +409,7 @@ void CheckProvider(Report& report) {
   report.Goal("session_on_requested_cuda_device", d.kind == DeviceKind::kCuda && d.index == g_options.device &&
                                                       d.provider == "CUDAExecutionProvider" &&
                                                       d.fallback_reason.empty());
-  Json assignment = NodesPerProvider("waifu2x_scale2x", true);
+  Json assignment = NodesPerProvider("waifu2x_scale2x", !g_options.exercise_on_cpu);
   report.figures()["assignment"] = assignment;
   // Every Conv must be on CUDA (the work); a small node ORT keeps on the CPU is reported, not a failure.
   const int64_t cuda_nodes = assignment.contains("nodes") ? assignment["nodes"].value("CUDAExecutionProvider", 0) : 0;
@@ -470,8 +485,7 @@ void CheckOperationRelease(Report& report) {
   report.Goal("operation_used_device_memory", peak - base >= 256 * kMiB);
   report.Goal("device_arena_back_to_floor", Reserved(trace->arena_after) <= Reserved(trace->arena_after_load) + kMiB);
   report.Goal("gpu_used_back_to_after_load_within_5_percent", std::llabs(after - base) * 20 <= base);
-  auto again = runtime->Load(ModelFile("waifu2x_scale2x"), {.device = DeviceRequest::Cuda(g_options.device),
-                                                            .strict_device = true});
+  auto again = runtime->Load(ModelFile("waifu2x_scale2x"), OnTarget());
   report.Goal("session_stays_cached", again.ok() && again->get() == session.get() && runtime->load_count() == loads);
   // A second operation on the cached session: where it ends beside where the first ended tells a
   // release that did not happen from what the first runs set up once (cuDNN and cuBLAS handles,
@@ -512,9 +526,9 @@ void CheckNeverKeeps(Report& report) {
 // and equal to the CPU's within a tolerance (cuDNN may use TF32).
 void CheckOutputsEqual(Report& report) {
   if (auto problem = CudaProblem()) return report.Unusable(*problem);
-  constexpr int64_t kSide = 256;
+  const int64_t side = std::min<int64_t>(256, g_options.side);
   constexpr double kTolerance = 1e-2;  // of max(1, largest CPU value)
-  report.figures()["side"] = kSide;
+  report.figures()["side"] = side;
   report.figures()["tolerance"] = kTolerance;
   for (const std::string model : {"waifu2x_scale2x", "convnet"}) {
     Json& f = report.figures()[model];
@@ -532,14 +546,14 @@ void CheckOutputsEqual(Report& report) {
         for (const bool ends : {false, true, true}) {
           ebb::RunFlags flags;
           flags.ends_operation = ends;
-          auto out = session->Run(Input(*session, Frame(kSide, 7)), flags);
+          auto out = session->Run(Input(*session, Frame(side, 7)), flags);
           if (!out.ok()) return report.Fail(model + ": run: " + out.status().ToString());
           same.push_back(std::move((*out)[0].tensor));
         }
         report.Goal(model + ": bitwise_with_and_without_release_in_one_session",
                     same[0].BitwiseEquals(same[1]) && same[0].BitwiseEquals(same[2]));
       }
-      auto outputs = ebb::RunPerFrame(*runtime, session, Frames(3, kSide));
+      auto outputs = ebb::RunPerFrame(*runtime, session, Frames(3, side));
       if (!outputs.ok()) return report.Fail(model + ": RunPerFrame: " + outputs.status().ToString());
       by_mode[ebb::ReleaseModeName(mode)] = std::move(*outputs);
     }
@@ -549,7 +563,7 @@ void CheckOutputsEqual(Report& report) {
     if (!runtime) return;
     auto cpu = runtime->Load(ModelFile(model), {.device = DeviceRequest::Cpu()});
     if (!cpu.ok()) return report.Fail(model + ": CPU load: " + cpu.status().ToString());
-    auto cpu_outputs = ebb::RunPerFrame(*runtime, *cpu, Frames(3, kSide));
+    auto cpu_outputs = ebb::RunPerFrame(*runtime, *cpu, Frames(3, side));
     if (!cpu_outputs.ok()) return report.Fail(model + ": CPU RunPerFrame: " + cpu_outputs.status().ToString());
     double max_abs = 0, sum_abs = 0, largest = 0;
     int64_t n = 0;
@@ -593,7 +607,7 @@ void CheckCudaBudget(Report& report) {
   report.figures()["fraction"] = options.cuda_budget_fraction;
   report.Goal("budget_read_from_nvml", gpu.total > 0 && budget == expected);
   pool.Add({.name = "waifu2x", .path = ModelFile("waifu2x_scale2x"),
-            .load = {.device = DeviceRequest::Cuda(g_options.device), .strict_device = true}});
+            .load = OnTarget()});
   auto lease = pool.Acquire("waifu2x");
   if (!lease.ok()) {
     if (lease.status().code() == ebb::StatusCode::kUnavailable) return report.Unusable(lease.status().message());
@@ -625,8 +639,7 @@ void CheckDeviceOutOfMemory(Report& report) {
                                                         st.message().find("cuda:") != std::string::npos);
   auto small = session->Run(Input(*session, Frame(64, 4)));
   report.figures()["failed_session_runs_small_input"] = small.ok();
-  auto reloaded = runtime->Load(ModelFile("waifu2x_scale2x"),
-                                {.device = DeviceRequest::Cuda(g_options.device), .strict_device = true});
+  auto reloaded = runtime->Load(ModelFile("waifu2x_scale2x"), OnTarget());
   if (!reloaded.ok()) return report.Fail("the next load failed: " + reloaded.status().ToString());
   report.Goal("session_dropped_from_cache", reloaded->get() != session.get() && runtime->load_count() == loads + 1);
   auto next = (*reloaded)->Run(Input(**reloaded, Frame(64, 5)));
@@ -677,7 +690,7 @@ constexpr Check kChecks[] = {
 int Usage(const std::string& problem) {
   std::fprintf(stderr,
                "ebb_cuda_check: %s\nusage: ebb_cuda_check [--models DIR] [--device N] [--side PIXELS] "
-               "[--expect-gpu] [--check NAME]... [--list]\n",
+               "[--expect-gpu | --exercise-on-cpu] [--check NAME]... [--list]\n",
                problem.c_str());
   return 2;
 }
@@ -696,6 +709,8 @@ int main(int argc, char** argv) {
       list = true;
     } else if (arg == "--expect-gpu") {
       g_options.expect_gpu = true;
+    } else if (arg == "--exercise-on-cpu") {
+      g_options.exercise_on_cpu = true;
     } else if (arg == "--models" || arg == "--device" || arg == "--side" || arg == "--check") {
       auto v = value();
       if (!v) return Usage(arg + " needs a value");
@@ -714,6 +729,7 @@ int main(int argc, char** argv) {
       return Usage("unknown argument " + arg);
     }
   }
+  if (g_options.expect_gpu && g_options.exercise_on_cpu) return Usage("--expect-gpu or --exercise-on-cpu, not both");
   if (list) {
     for (const Check& c : kChecks) std::printf("%s\n", c.name);
     return 0;
