@@ -561,7 +561,7 @@ def main():
     report["failed"] = failed
     for c in report["checks"]:
         unmet = [g for g, ok in c.get("goals", {}).items() if not ok]
-        if unmet:
+        if unmet and c["status"] == "fail":
             say(f"  {c['check']}: goals not met: {', '.join(unmet)}")
     if failed:
         return finish(EXIT_FAILED, "FAILED: " + ", ".join(failed))
