@@ -7,7 +7,7 @@ GPU   ?= 0
 HOST  ?= 127.0.0.1
 PORT  ?= 8000
 
-.PHONY: setup build test run demo bench clean asan tsan fuzz fuzz-smoke soak soak-smoke
+.PHONY: setup build test run demo bench clean asan tsan fuzz fuzz-smoke soak soak-smoke gpu-bundle
 
 setup:
 	GPU=$(GPU) bash scripts/setup.sh
@@ -70,6 +70,15 @@ fuzz: setup
 SOAK_SECONDS ?= 600
 soak: build
 	/usr/bin/python3 tests/soak/soak.py --ebb $(BUILD)/ebb --seconds $(SOAK_SECONDS)
+
+# The GPU bundle (docs/gpu-check.md): ebb, ebb_cuda_check, ONNX Runtime with its CUDA provider
+# (fetched by `make setup GPU=1`) and the Debian libraries they load, split into parts of at most
+# 56 MiB in $(BUILD)/gpu-bundle/carry-*, one per device call; scripts/gpu/run.sh runs them there.
+gpu-bundle:
+	$(MAKE) setup GPU=1
+	$(MAKE) $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS) --target ebb ebb_cuda_check
+	bash scripts/gpu/bundle.sh --build-dir $(BUILD) --out $(BUILD)/gpu-bundle
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan build-fuzz

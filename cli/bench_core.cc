@@ -2,6 +2,8 @@
 // memory floor it returns to. Both print JSON.
 #include "bench.h"
 
+#include <cstdlib>
+
 #include "session_state.h"
 
 namespace ebb::cli {
@@ -64,6 +66,26 @@ int BenchOverhead(const BenchOptions& given) {
   return 0;
 }
 
+namespace {
+
+// The session's CUDA arena reserved bytes, and NVML's used bytes of its device (0 without one).
+int64_t DeviceReserved(const Session& session) {
+  int64_t reserved = 0;
+  for (const ArenaStats& a : session.ReadOwnArenas()) {
+    if (a.name.rfind("gpu:", 0) == 0) reserved += a.reserved;
+  }
+  return reserved;
+}
+
+int64_t GpuUsed(const Session& session) {
+  for (const GpuMemory& g : ReadGpuMemory()) {
+    if (g.index == session.device().index) return g.used;
+  }
+  return 0;
+}
+
+}  // namespace
+
 int BenchFloor(const BenchOptions& given) {
   const BenchOptions options = WithModel(given, "convnet");
   std::unique_ptr<Runtime> runtime;
@@ -71,10 +93,12 @@ int BenchFloor(const BenchOptions& given) {
   if (!Setup(options, &runtime, &session)) return 1;
   const int64_t side = options.size ? options.size : 2048;
   auto inputs = NoiseImage(session->inputs()[0].name, side, side);
+  const bool on_cuda = session->device().kind == DeviceKind::kCuda;
 
   const int64_t reserved_after_load = SharedReserved(*runtime);
   const int64_t rss_after_load = ReadRssBytes();
-  int64_t reserved_peak = 0, rss_peak = 0;
+  const int64_t device_after_load = DeviceReserved(*session), gpu_after_load = GpuUsed(*session);
+  int64_t reserved_peak = 0, rss_peak = 0, device_peak = 0, gpu_peak = 0;
   {
     RssPeakSampler sampler;
     // One operation of two runs: the peak is held between them and given
@@ -83,23 +107,43 @@ int BenchFloor(const BenchOptions& given) {
     first.ends_operation = false;
     if (auto out = session->Run(inputs, first); !out.ok()) return Fail(out.status());
     reserved_peak = SharedReserved(*runtime);
+    device_peak = DeviceReserved(*session);
+    gpu_peak = GpuUsed(*session);
     if (auto out = session->Run(inputs); !out.ok()) return Fail(out.status());
     rss_peak = sampler.peak();
   }
   const int64_t reserved_after_release = SharedReserved(*runtime);
   const int64_t rss_after_release = ReadRssBytes();
-  PrintJson({{"model", options.model},
-             {"input_shape", {1, 3, side, side}},
-             {"reserved_after_load", reserved_after_load},
-             {"reserved_peak", reserved_peak},
-             {"reserved_after_release", reserved_after_release},
-             {"rss_after_load", rss_after_load},
-             {"rss_peak", rss_peak},
-             {"rss_after_release", rss_after_release},
-             {"goals",
-              {{"reserved_back_to_floor", reserved_after_release <= reserved_after_load + (1 << 20)},
-               {"rss_within_10_percent", rss_after_release <= rss_after_load * 11 / 10},
-               {"rss_peak_over_2x", rss_peak > 2 * rss_after_load}}}});
+  const int64_t device_after_release = DeviceReserved(*session), gpu_after_release = GpuUsed(*session);
+  nlohmann::json result = {{"model", options.model},
+                           {"device", session->device().ToString()},
+                           {"input_shape", {1, 3, side, side}},
+                           {"reserved_after_load", reserved_after_load},
+                           {"reserved_peak", reserved_peak},
+                           {"reserved_after_release", reserved_after_release},
+                           {"rss_after_load", rss_after_load},
+                           {"rss_peak", rss_peak},
+                           {"rss_after_release", rss_after_release}};
+  if (!on_cuda) {
+    result["goals"] = {{"reserved_back_to_floor", reserved_after_release <= reserved_after_load + (1 << 20)},
+                       {"rss_within_10_percent", rss_after_release <= rss_after_load * 11 / 10},
+                       {"rss_peak_over_2x", rss_peak > 2 * rss_after_load}};
+  } else {
+    // On CUDA the activations are in the session's CUDA arena: the goals are the device's. The
+    // device memory NVML reports is the whole device's (the CUDA context included).
+    result["device_reserved_after_load"] = device_after_load;
+    result["device_reserved_peak"] = device_peak;
+    result["device_reserved_after_release"] = device_after_release;
+    result["gpu_used_after_load"] = gpu_after_load;
+    result["gpu_used_peak"] = gpu_peak;
+    result["gpu_used_after_release"] = gpu_after_release;
+    result["goals"] = {
+        {"device_reserved_back_to_floor", device_after_release <= device_after_load + (1 << 20)},
+        {"device_peak_over_64_mib", device_peak >= device_after_load + (int64_t{64} << 20)},
+        {"gpu_used_within_5_percent", std::llabs(gpu_after_release - gpu_after_load) * 20 <= gpu_after_load},
+        {"rss_within_10_percent", rss_after_release <= rss_after_load * 11 / 10}};
+  }
+  PrintJson(result);
   return 0;
 }
 

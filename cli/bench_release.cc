@@ -20,6 +20,7 @@ struct ModeResult {
   int64_t rss_after = 0;
   uint64_t loads = 0;
   int runs = 0;
+  std::string device;                // where the session really ran ("cuda:0", "cpu")
   std::vector<double> operation_ms;  // each operation, load included
   double load_ms = 0;                // time spent in Load (non-zero only when it loads)
 };
@@ -68,6 +69,7 @@ Result<ModeResult> MeasureMode(const std::string& mode, const BenchOptions& opti
     if (!session.ok()) return session.status();
     if (runtime->load_count() != loads_before) result.load_ms += NowMs() - op_start;
     current = session->get();
+    result.device = (*session)->device().ToString();
     auto out = RunTiled(*runtime, *session, frames, tiles, op_options);
     if (!out.ok()) return out.status();
     result.operation_ms.push_back(NowMs() - op_start);
@@ -105,10 +107,12 @@ int BenchRelease(const BenchOptions& options) {
     modes[mode] = {{"total_ms", r->total_ms},     {"reserved_peak", r->reserved_peak},
                    {"reserved_after", r->reserved_after}, {"rss_after", r->rss_after},
                    {"loads", r->loads},           {"runs", r->runs},
+                   {"device", r->device},
                    {"operation_ms", r->operation_ms}, {"load_ms", r->load_ms}};
   }
   const ModeResult& end = results["operation_end"];
   PrintJson({{"model", o.model},
+             {"device", end.device},
              {"frames", frames_count},
              {"frame_shape", {1, 3, side, side}},
              {"tile", tiles.tile},

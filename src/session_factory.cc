@@ -62,6 +62,14 @@ void AppendCuda(Ort::SessionOptions& options, const CudaPolicy& policy, int devi
   options.AppendExecutionProvider_CUDA(cuda);
 }
 
+// Whether a CUDA failure is about the one device index asked for (CUDA's "invalid device ordinal",
+// ORT's own "Invalid device ID"), not about CUDA on this machine: such a failure must not make the
+// context give up on CUDA for every device.
+bool NamesOneDevice(const std::string& reason) {
+  return reason.find("invalid device ordinal") != std::string::npos ||
+         reason.find("Invalid device ID") != std::string::npos;
+}
+
 Result<TensorInfo> Describe(const std::string& name, const Ort::TypeInfo& type_info) {
   if (type_info.GetONNXType() != ONNX_TYPE_TENSOR) {
     return InvalidArgument("'" + name + "' is not a tensor; ebb serves tensor inputs and outputs only");
@@ -284,7 +292,7 @@ Result<std::unique_ptr<SessionState>> BuildSession(const std::shared_ptr<Runtime
         AppendCuda(options, policy.cuda, index, arena_cfg);
       } catch (const Ort::Exception& e) {
         reason = e.what();  // no provider library: the same for every later load
-        ctx->set_cuda_unavailable(reason);
+        if (!NamesOneDevice(reason)) ctx->set_cuda_unavailable(reason);
       }
       if (reason.empty()) {
         try {
@@ -292,7 +300,11 @@ Result<std::unique_ptr<SessionState>> BuildSession(const std::shared_ptr<Runtime
           s->device = {DeviceKind::kCuda, index, "CUDAExecutionProvider", ""};
         } catch (const Ort::Exception& e) {
           reason = e.what();
-          if (reason.find("cudaSetDevice") != std::string::npos) ctx->set_cuda_unavailable(reason);  // no driver
+          // No driver or no device: the same for every later load. A device index that does not
+          // exist fails cudaSetDevice too, but only for that index.
+          if (reason.find("cudaSetDevice") != std::string::npos && !NamesOneDevice(reason)) {
+            ctx->set_cuda_unavailable(reason);
+          }
         }
       }
     }
