@@ -120,7 +120,10 @@ int Serve(const ServeOptions& o) {
   repo_options.load_on_demand = o.load_on_demand;
   repo_options.default_device = o.common.device;
   repo_options.pool = o.pool;
-  auto service = server::InferenceService::Create(*runtime, repo_options, o.service);
+  server::ServiceOptions service_options = o.service;
+  // One request at the message limit always fits the budget of requests in flight.
+  service_options.max_request_bytes_in_flight = std::max(o.service.max_request_bytes_in_flight, o.http.max_body_bytes);
+  auto service = server::InferenceService::Create(*runtime, repo_options, service_options);
   if (!service.ok()) return Fail(service.status());
   server::ModelRepository& repository = (*service)->repository();
   if (single_model) {
@@ -144,7 +147,7 @@ int Serve(const ServeOptions& o) {
     }
   }
   server::RestApi api(**service);
-  server::HttpServer http(api, o.http);
+  server::HttpServer http(api, o.http, (*service)->request_bytes());
   if (Status st = http.Bind(); !st.ok()) return Fail(st);
   std::unique_ptr<grpc::Service> inference = server::MakeGrpcInferenceService(**service, o.modelmesh);
   std::unique_ptr<grpc::Service> model_runtime;

@@ -58,7 +58,10 @@ class InferenceService::InFlight {
 };
 
 InferenceService::InferenceService(Runtime& runtime, ServiceOptions options)
-    : runtime_(runtime), options_(options), admission_(options.workers, options.queue) {}
+    : runtime_(runtime),
+      options_(options),
+      admission_(options.workers, options.queue),
+      request_bytes_(options.max_request_bytes_in_flight) {}
 
 InferenceService::~InferenceService() = default;
 

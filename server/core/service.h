@@ -10,6 +10,10 @@
 // GrpcStatusFor in server/grpc/inference_api.cc).
 //
 // What is decided once, here, for every front end:
+//   * request bytes in flight: every front end charges what it holds of a
+//     request before decoding it to one budget, request_bytes()
+//     (byte_budget.h; --max-body-bytes-in-flight), so that it bounds HTTP and
+//     gRPC together;
 //   * admission: at most `workers` inferences run, `queue` more wait, beyond
 //     that kUnavailable ("server busy") at once;
 //   * the model and version: resolved through the ModelRepository and its
@@ -42,6 +46,7 @@
 #include <vector>
 
 #include "admission.h"
+#include "byte_budget.h"
 #include "ebb/runtime.h"
 #include "inference.h"
 #include "metrics.h"
@@ -53,6 +58,9 @@ struct ServiceOptions {
   size_t workers = 4;                             // inferences running at once
   size_t queue = 64;                              // inferences waiting; beyond: kUnavailable
   int64_t max_input_elements = int64_t{1} << 30;  // per input tensor; decoders enforce it
+  // Request bytes held at once by every front end together (request_bytes()):
+  // four requests at the default 256 MiB message limit (--max-body-bytes).
+  size_t max_request_bytes_in_flight = size_t{1} << 30;
 };
 
 class InferenceService {
@@ -122,6 +130,8 @@ class InferenceService {
 
   ModelRepository& repository() { return *repository_; }
   MetricsRegistry& metrics() { return metrics_; }
+  // The budget of request bytes in flight, which every front end charges.
+  ByteBudget& request_bytes() { return request_bytes_; }
 
  private:
   // Time spent in each step of one request, in nanoseconds.
@@ -154,6 +164,7 @@ class InferenceService {
   Runtime& runtime_;
   const ServiceOptions options_;
   Admission admission_;
+  ByteBudget request_bytes_;
   MetricsRegistry metrics_;                       // before repository_: its pool reports into it
   std::unique_ptr<ModelRepository> repository_;
   std::atomic<bool> shutting_down_{false};
