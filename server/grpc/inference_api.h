@@ -11,7 +11,8 @@
 //   kInternal -> INTERNAL; the message is the Status's.
 //
 // ModelInfer reads typed `contents` or `raw_input_contents` (all inputs one
-// way), request parameter "keep_alive" (int64 ms) and output parameter
+// way), request parameter "keep_alive" (int64 ms, at most 365 days, as over
+// REST: CheckKeepAlive in core/inference.h) and output parameter
 // "classification" (int64 K); other parameters are ignored, as over REST. It
 // answers every output in `raw_output_contents`, as Triton does (typed
 // contents cannot carry FP16/BF16). Typed contents are range-checked for the

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -207,14 +208,37 @@ Status DecodeOutputs(const inference::ModelInferRequest& request, InferRequest* 
   return Status::Ok();
 }
 
+// parameters.keep_alive: an int64_param (or a uint64_param that fits), in the range every front end checks.
+Status DecodeKeepAlive(const inference::InferParameter& p, InferRequest* out) {
+  std::optional<int64_t> ms;
+  std::string as_sent;
+  switch (p.parameter_choice_case()) {
+    case inference::InferParameter::kInt64Param:
+      ms = p.int64_param();
+      as_sent = std::to_string(p.int64_param());
+      break;
+    case inference::InferParameter::kUint64Param:
+      if (std::in_range<int64_t>(p.uint64_param())) ms = static_cast<int64_t>(p.uint64_param());
+      as_sent = std::to_string(p.uint64_param());
+      break;
+    case inference::InferParameter::kBoolParam: as_sent = "a bool_param"; break;
+    case inference::InferParameter::kStringParam: as_sent = "a string_param"; break;
+    case inference::InferParameter::kDoubleParam: as_sent = "a double_param"; break;
+    case inference::InferParameter::PARAMETER_CHOICE_NOT_SET: as_sent = "no value"; break;
+  }
+  Result<int64_t> checked = CheckKeepAlive(ms, as_sent);
+  if (!checked.ok()) return checked.status();
+  out->keep_alive_ms = *checked;
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<InferRequest> DecodeModelInferRequest(const inference::ModelInferRequest& request, int64_t max_input_elements) {
   InferRequest out;
   out.id = request.id();
   if (const auto it = request.parameters().find("keep_alive"); it != request.parameters().end()) {
-    if (!it->second.has_int64_param()) return InvalidArgument("parameters.keep_alive must be an int64_param (milliseconds)");
-    out.keep_alive_ms = it->second.int64_param();
+    EBB_RETURN_IF_ERROR(DecodeKeepAlive(it->second, &out));
   }
   const bool raw = request.raw_input_contents_size() > 0;
   if (raw && request.raw_input_contents_size() != request.inputs_size()) {
