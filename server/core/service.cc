@@ -235,6 +235,15 @@ Result<InferResponse> InferenceService::Infer(const std::string& model, const st
   };
 
   auto step = Clock::now();
+  Admission::Ticket ticket = admission_.Enter();
+  t.queue = NanosSince(step);
+  if (!ticket.admitted()) {
+    return finish(Unavailable("server busy: " + std::to_string(admission_.workers()) + " inferences running and " +
+                              std::to_string(admission_.queue()) + " waiting; retry later"));
+  }
+  t.admitted = true;
+
+  step = Clock::now();
   Result<InferRequest> request = decode();
   t.input = NanosSince(step);
   if (!request.ok()) return finish(request.status());
@@ -243,15 +252,6 @@ Result<InferResponse> InferenceService::Infer(const std::string& model, const st
       return finish(InvalidArgument("output '" + output + "': parameters.classification must be a positive integer"));
     }
   }
-
-  step = Clock::now();
-  Admission::Ticket ticket = admission_.Enter();
-  t.queue = NanosSince(step);
-  if (!ticket.admitted()) {
-    return finish(Unavailable("server busy: " + std::to_string(admission_.workers()) + " inferences running and " +
-                              std::to_string(admission_.queue()) + " waiting; retry later"));
-  }
-  t.admitted = true;
   InferResponse response{model, *resolved, request->id, {}};
   Status st = repository_->RunWithRecovery(
       model, *resolved, request->keep_alive_ms,

@@ -15,7 +15,8 @@
 //     (byte_budget.h; --max-body-bytes-in-flight), so that it bounds HTTP and
 //     gRPC together;
 //   * admission: at most `workers` inferences run, `queue` more wait, beyond
-//     that kUnavailable ("server busy") at once;
+//     that kUnavailable ("server busy") at once. A request is decoded only
+//     once admitted: one waiting holds its bytes, not its tensors;
 //   * the model and version: resolved through the ModelRepository and its
 //     ModelPool (memory budget, on-demand loads, keep-alive, out-of-memory
 //     recovery); looking at a model (metadata, config, ready, statistics,
@@ -110,9 +111,10 @@ class InferenceService {
 
   // --- Inference ------------------------------------------------------------
   // Decodes the request on the calling thread; called only once the model is
-  // known to exist, so that failures can be counted against it.
+  // known to exist, so that failures can be counted against it, and once the
+  // request is admitted, so that only running requests hold decoded tensors.
   using Decoder = std::function<Result<InferRequest>()>;
-  // Checks the model and version, decodes the request, waits for admission,
+  // Checks the model and version, waits for admission, decodes the request,
   // runs it (with the pool's out-of-memory recovery), classifies outputs, and
   // records the outcome. Errors: the decoder's, kInvalidArgument, kNotFound,
   // kUnavailable (busy, shutting down, not loaded, failed load),
