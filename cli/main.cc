@@ -40,7 +40,8 @@ void AddHttpOptions(CLI::App* serve, server::HttpOptions* http, server::ServiceO
            "request bytes held by all HTTP bodies and gRPC messages being received or answered, together "
            "(503 / UNAVAILABLE beyond; at least --max-body-bytes)");
   positive("--read-timeout-s", &http->read_timeout_s, "longest wait for the next bytes of a request (408)");
-  positive("--write-timeout-s", &http->write_timeout_s, "longest time to send a reply");
+  positive("--write-timeout-s", &http->write_timeout_s,
+           "longest time to send a reply (HTTP: the connection is closed; gRPC: the call is cancelled)");
   positive("--header-timeout-s", &http->header_timeout_s, "a request's whole header, from its first byte (408)");
   positive("--body-timeout-s", &http->body_timeout_s, "a request's whole body, from the end of its header (408)");
   positive("--idle-timeout-s", &http->idle_timeout_s, "a keep-alive connection without a request is closed after this");
@@ -147,6 +148,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
   AddHttpOptions(serve_cmd, &serve.http, &serve.service);
+  serve_cmd->add_option("--grpc-threads", serve.grpc_threads,
+                        "gRPC threads for ModelInfer calls (scan, admission, inference); one waiting holds one")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   serve_cmd->add_option("--memory-budget", serve.pool.cpu_budget_bytes,
                         "CPU memory budget for loaded models in bytes (0 = --budget-fraction of RAM)")
       ->check(CLI::NonNegativeNumber)

@@ -149,7 +149,8 @@ int Serve(const ServeOptions& o) {
   server::RestApi api(**service);
   server::HttpServer http(api, o.http, (*service)->request_bytes());
   if (Status st = http.Bind(); !st.ok()) return Fail(st);
-  std::unique_ptr<grpc::Service> inference = server::MakeGrpcInferenceService(**service, o.modelmesh);
+  std::unique_ptr<grpc::Service> inference = server::MakeGrpcInferenceService(
+      **service, {.model_id_header = o.modelmesh, .threads = o.grpc_threads, .write_timeout_s = o.http.write_timeout_s});
   std::unique_ptr<grpc::Service> model_runtime;
   server::GrpcServer grpc_server({o.http.host, std::max(o.grpc_port, 0), o.http.max_body_bytes});
   if (o.grpc_port != 0) {

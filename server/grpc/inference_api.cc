@@ -1,7 +1,12 @@
 #include "inference_api.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/proto_buffer_reader.h>
 
+#include <utility>
+#include <vector>
+
+#include "call_support.h"
 #include "core/model_configuration.h"
 #include "grpc_service.grpc.pb.h"
 #include "tensor_codec.h"
@@ -99,9 +104,72 @@ Parameters RepositoryParameters(const Map& in) {
   return out;
 }
 
-class InferenceApi final : public inference::GRPCInferenceService::Service {
+// The reply's ByteBuffer: the encoded head and field prefixes copied, each output's bytes a slice over its
+// tensor, which the slices keep alive (the response is shared by them and freed with the last).
+grpc::ByteBuffer ReplyBuffer(InferResponse response) {
+  auto owner = std::make_shared<const InferResponse>(std::move(response));
+  const EncodedInferResponse encoded = EncodeModelInferResponse(*owner);
+  std::vector<grpc::Slice> slices;
+  slices.reserve(1 + 2 * encoded.raw.size());
+  slices.emplace_back(encoded.head);
+  for (const EncodedInferResponse::Raw& raw : encoded.raw) {
+    slices.emplace_back(raw.prefix);
+    if (raw.data.empty()) continue;
+    auto* keep = new std::shared_ptr<const InferResponse>(owner);
+    slices.emplace_back(const_cast<char*>(raw.data.data()), raw.data.size(),
+                        [](void* p) { delete static_cast<std::shared_ptr<const InferResponse>*>(p); }, keep);
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+class InferenceApi;
+
+// One ModelInfer call, from its bytes received to its reply taken (inference_api.h, steps 1-4). It deletes
+// itself when gRPC says the call is done.
+class InferCall final : public grpc::ServerUnaryReactor {
  public:
-  InferenceApi(InferenceService& core, bool model_id_header) : core_(core), model_id_header_(model_id_header) {}
+  InferCall(InferenceApi& api, grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+            grpc::ByteBuffer* reply)
+      : api_(api), context_(context), reply_(reply) {
+    // The bytes become the call's own, so that they can be freed once parsed: gRPC would keep them until the
+    // call ends, reply sent. The buffer is gRPC's per-call object, not const itself.
+    request_.Swap(const_cast<grpc::ByteBuffer*>(request));
+  }
+
+  void Start();
+  void OnDone() override;
+
+ private:
+  void Run();
+  grpc::Status Infer();
+  Result<InferRequest> Decode();
+
+  InferenceApi& api_;
+  grpc::CallbackServerContext* const context_;
+  grpc::ByteBuffer* const reply_;
+  grpc::ByteBuffer request_;
+  ByteBudget::Reservation reservation_;
+  uint64_t deadline_ = 0;  // the write deadline's id; 0 = none
+};
+
+class InferenceApi final
+    : public inference::GRPCInferenceService::WithRawCallbackMethod_ModelInfer<inference::GRPCInferenceService::Service> {
+ public:
+  InferenceApi(InferenceService& core, GrpcInferenceOptions options)
+      : core_(core), options_(std::move(options)), workers_(options_.threads) {}
+
+  InferenceService& core() { return core_; }
+  const GrpcInferenceOptions& options() const { return options_; }
+  WorkerThreads& workers() { return workers_; }
+  WriteDeadlines& deadlines() { return deadlines_; }
+
+  // The model a request is for: the mm-model-id header when honoured and present, else its name field.
+  std::string ModelName(const grpc::ServerContextBase* context, const std::string& field) const {
+    if (!options_.model_id_header) return field;
+    const auto& metadata = context->client_metadata();
+    auto it = metadata.find(kModelIdHeader);
+    return it == metadata.end() ? field : std::string(it->second.data(), it->second.size());
+  }
 
   grpc::Status ServerLive(ServerContext*, const inference::ServerLiveRequest*,
                           inference::ServerLiveResponse* out) override {
@@ -144,14 +212,11 @@ class InferenceApi final : public inference::GRPCInferenceService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status ModelInfer(ServerContext* context, const inference::ModelInferRequest* in,
-                          inference::ModelInferResponse* out) override {
-    Result<InferResponse> response = core_.Infer(ModelName(context, in->model_name()), in->model_version(), [&] {
-      return DecodeModelInferRequest(*in, core_.options().max_input_elements);
-    });
-    if (!response.ok()) return GrpcStatusFor(response.status());
-    EncodeModelInferResponse(*response, out);
-    return grpc::Status::OK;
+  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* reply) override {
+    auto* call = new InferCall(*this, context, request, reply);
+    call->Start();
+    return call;
   }
 
   grpc::Status ModelConfig(ServerContext* context, const inference::ModelConfigRequest* in,
@@ -194,17 +259,63 @@ class InferenceApi final : public inference::GRPCInferenceService::Service {
   }
 
  private:
-  // The model a request is for: the mm-model-id header when honoured and present, else its name field.
-  std::string ModelName(const ServerContext* context, const std::string& field) const {
-    if (!model_id_header_) return field;
-    const auto& metadata = context->client_metadata();
-    auto it = metadata.find(kModelIdHeader);
-    return it == metadata.end() ? field : std::string(it->second.data(), it->second.size());
-  }
-
   InferenceService& core_;
-  const bool model_id_header_;
+  const GrpcInferenceOptions options_;
+  WriteDeadlines deadlines_;
+  WorkerThreads workers_;  // last: destroyed first, so that no work runs on what is gone
 };
+
+void InferCall::Start() {
+  ByteBudget& budget = api_.core().request_bytes();
+  reservation_ = budget.Reserve(request_.Length());
+  if (!reservation_.held()) {
+    return Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                               "server busy: the requests being received are over the server's budget of " +
+                                   std::to_string(budget.capacity()) +
+                                   " bytes (--max-body-bytes-in-flight, HTTP and gRPC together); retry later"));
+  }
+  api_.workers().Post([this] { Run(); });
+}
+
+void InferCall::Run() {
+  const grpc::Status status = Infer();
+  request_.Clear();
+  if (status.ok()) {
+    deadline_ = api_.deadlines().Watch(
+        context_->c_call(), WriteDeadlines::Clock::now() + std::chrono::seconds(api_.options().write_timeout_s));
+  }
+  Finish(status);
+}
+
+grpc::Status InferCall::Infer() {
+  Result<ScannedInferRequest> scanned = [&] {
+    grpc::ProtoBufferReader reader(&request_);
+    return ScanModelInferRequest(&reader, request_.Length(), api_.options().limits);
+  }();
+  if (!scanned.ok()) return GrpcStatusFor(scanned.status());
+  Result<InferResponse> response = api_.core().Infer(api_.ModelName(context_, scanned->model_name),
+                                                     scanned->model_version, [this] { return Decode(); });
+  if (!response.ok()) return GrpcStatusFor(response.status());
+  *reply_ = ReplyBuffer(std::move(response).value());
+  return grpc::Status::OK;
+}
+
+// Called by the core once the request is admitted.
+Result<InferRequest> InferCall::Decode() {
+  google::protobuf::Arena arena;
+  Result<const inference::ModelInferRequest*> parsed = [&] {
+    grpc::ProtoBufferReader reader(&request_);
+    return ParseModelInferRequest(&reader, &arena);
+  }();
+  request_.Clear();  // parsed (or refused): its bytes are in the arena now, and the tensors come next
+  if (!parsed.ok()) return parsed.status();
+  return DecodeModelInferRequest(**parsed, api_.core().options().max_input_elements);
+}
+
+void InferCall::OnDone() {
+  if (deadline_ != 0) api_.deadlines().Forget(deadline_);
+  delete this;
+}
 
 }  // namespace
 
@@ -223,8 +334,8 @@ grpc::Status GrpcStatusFor(const Status& status) {
   return grpc::Status(code, status.message());
 }
 
-std::unique_ptr<grpc::Service> MakeGrpcInferenceService(InferenceService& core, bool model_id_header) {
-  return std::make_unique<InferenceApi>(core, model_id_header);
+std::unique_ptr<grpc::Service> MakeGrpcInferenceService(InferenceService& core, GrpcInferenceOptions options) {
+  return std::make_unique<InferenceApi>(core, std::move(options));
 }
 
 }  // namespace ebb::server

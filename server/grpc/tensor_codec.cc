@@ -1,5 +1,9 @@
 #include "tensor_codec.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/wire_format_lite.h>
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -271,17 +275,46 @@ Result<InferRequest> DecodeModelInferRequest(const inference::ModelInferRequest&
   return out;
 }
 
-void EncodeModelInferResponse(const InferResponse& response, inference::ModelInferResponse* out) {
-  out->set_model_name(response.model_name);
-  out->set_model_version(response.model_version);
-  out->set_id(response.id);
+Result<const inference::ModelInferRequest*> ParseModelInferRequest(google::protobuf::io::ZeroCopyInputStream* wire,
+                                                                   google::protobuf::Arena* arena) {
+  auto* request = google::protobuf::Arena::CreateMessage<inference::ModelInferRequest>(arena);
+  if (!request->ParseFromZeroCopyStream(wire)) {
+    return InvalidArgument("the ModelInferRequest is not a valid protobuf message (or a string field is not UTF-8)");
+  }
+  return request;
+}
+
+size_t EncodedInferResponse::size() const {
+  size_t n = head.size();
+  for (const Raw& r : raw) n += r.prefix.size() + r.data.size();
+  return n;
+}
+
+EncodedInferResponse EncodeModelInferResponse(const InferResponse& response) {
+  using google::protobuf::internal::WireFormatLite;
+  EncodedInferResponse out;
+  inference::ModelInferResponse head;
+  head.set_model_name(response.model_name);
+  head.set_model_version(response.model_version);
+  head.set_id(response.id);
   for (const NamedTensor& output : response.outputs) {
-    auto* tensor = out->add_outputs();
+    auto* tensor = head.add_outputs();
     tensor->set_name(output.name);
     tensor->set_datatype(DataTypeName(output.tensor.type()));
     for (int64_t d : output.tensor.shape()) tensor->add_shape(d);
-    out->add_raw_output_contents(reinterpret_cast<const char*>(output.tensor.data()), output.tensor.byte_size());
+    EncodedInferResponse::Raw raw;
+    {
+      google::protobuf::io::StringOutputStream stream(&raw.prefix);
+      google::protobuf::io::CodedOutputStream coded(&stream);
+      coded.WriteTag(WireFormatLite::MakeTag(inference::ModelInferResponse::kRawOutputContentsFieldNumber,
+                                             WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
+      coded.WriteVarint64(output.tensor.byte_size());
+    }
+    raw.data = std::string_view(reinterpret_cast<const char*>(output.tensor.data()), output.tensor.byte_size());
+    out.raw.push_back(std::move(raw));
   }
+  head.SerializeToString(&out.head);
+  return out;
 }
 
 }  // namespace ebb::server
