@@ -452,6 +452,10 @@ void InferenceService::RegisterCollectors() {
   metrics_.AddCollector("ebb_inference_queued", "Inferences waiting for a worker now.", [this] {
     return std::vector<std::pair<Labels, double>>{{{}, static_cast<double>(admission_.waiting())}};
   });
+  metrics_.AddCollector("ebb_request_bytes_in_flight",
+                        "Request bytes held now by HTTP and gRPC together (--max-body-bytes-in-flight).", [this] {
+    return std::vector<std::pair<Labels, double>>{{{}, static_cast<double>(request_bytes_.held())}};
+  });
   metrics_.AddCollector("ebb_memory_budget_bytes", "Memory budget per device (0 = none).", [this] {
     std::vector<std::pair<Labels, double>> samples;
     for (const std::string& d : Devices()) samples.push_back({{{"device", d}}, double(repository_->pool().budget(d))});
