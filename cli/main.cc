@@ -152,6 +152,9 @@ int main(int argc, char** argv) {
                         "gRPC threads for ModelInfer calls (scan, admission, inference); one waiting holds one")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
+  serve_cmd->add_flag("--grpc-compressed-requests", serve.grpc_compressed_requests,
+                      "accept gzip/deflate-compressed gRPC requests (gRPC inflates one whole before checking "
+                      "--max-body-bytes: a small message can cost the limit times 1000; trusted clients only)");
   serve_cmd->add_option("--memory-budget", serve.pool.cpu_budget_bytes,
                         "CPU memory budget for loaded models in bytes (0 = --budget-fraction of RAM)")
       ->check(CLI::NonNegativeNumber)

@@ -152,7 +152,8 @@ int Serve(const ServeOptions& o) {
   std::unique_ptr<grpc::Service> inference = server::MakeGrpcInferenceService(
       **service, {.model_id_header = o.modelmesh, .threads = o.grpc_threads, .write_timeout_s = o.http.write_timeout_s});
   std::unique_ptr<grpc::Service> model_runtime;
-  server::GrpcServer grpc_server({o.http.host, std::max(o.grpc_port, 0), o.http.max_body_bytes});
+  server::GrpcServer grpc_server({o.http.host, std::max(o.grpc_port, 0), o.http.max_body_bytes,
+                                  o.grpc_compressed_requests});
   if (o.grpc_port != 0) {
     grpc_server.AddService(inference.get(), server::kGrpcInferenceServiceName);
     if (modelmesh) {
