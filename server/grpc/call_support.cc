@@ -7,9 +7,7 @@
 
 namespace ebb::server {
 
-WorkerThreads::WorkerThreads(size_t threads) {
-  for (size_t i = 0; i < std::max<size_t>(1, threads); ++i) threads_.emplace_back([this] { Loop(); });
-}
+WorkerThreads::WorkerThreads(size_t max_threads) : max_threads_(std::max<size_t>(1, max_threads)) {}
 
 WorkerThreads::~WorkerThreads() {
   {
@@ -17,23 +15,35 @@ WorkerThreads::~WorkerThreads() {
     stopping_ = true;
   }
   ready_.notify_all();
-  for (std::thread& t : threads_) t.join();
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    threads.swap(threads_);  // none starts after stopping_
+  }
+  for (std::thread& t : threads) t.join();
 }
 
 void WorkerThreads::Post(std::function<void()> work) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(work));
+    if (idle_ < queue_.size() && threads_.size() < max_threads_ && !stopping_) {
+      ++idle_;  // counted from now, so that the next Post does not start another for the same work
+      threads_.emplace_back([this] { Loop(); });
+      return;
+    }
   }
   ready_.notify_one();
 }
 
 void WorkerThreads::Loop() {
-  for (;;) {
+  for (bool first = true;; first = false) {
     std::function<void()> work;
     {
       std::unique_lock<std::mutex> lock(mu_);
+      if (!first) ++idle_;  // a new worker was counted idle when it was started
       ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      --idle_;
       if (queue_.empty()) return;  // stopping, and nothing left to run
       work = std::move(queue_.front());
       queue_.pop_front();
@@ -112,7 +122,8 @@ void WriteDeadlines::Loop() {
     entries_.erase(it);
     ++fired_;
     lock.unlock();  // cancelling may end the call on this thread; nothing of ours is locked then
-    grpc_call_cancel_with_status(call, GRPC_STATUS_DEADLINE_EXCEEDED, "the reply was not taken within --write-timeout-s", nullptr);
+    grpc_call_cancel_with_status(call, GRPC_STATUS_DEADLINE_EXCEEDED,
+                                 "the reply was not taken within --write-timeout-s", nullptr);
     grpc_call_unref(call);
     lock.lock();
   }

@@ -2,9 +2,11 @@
 // on: worker threads for their work, and write deadlines for their replies.
 //
 // WorkerThreads: gRPC's callback threads must never block, and inference
-// does (admission, the run), so a call's work is posted to one of `threads`
-// workers; work posted while all are busy waits its turn in order (what it
-// holds is charged to the request byte budget, core/byte_budget.h).
+// does (admission, the run), so a call's work is posted to one of at most
+// `threads` workers; work posted while all are busy waits its turn in order
+// (what it holds is charged to the request byte budget, core/byte_budget.h).
+// A worker is started only when work finds none idle, so calls one after
+// another run on one thread (and touch one malloc arena), not on each in turn.
 //
 // WriteDeadlines: a reply a client does not take — it grants no HTTP/2
 // flow-control window, or stops reading — stays in the server's memory for as
@@ -35,7 +37,7 @@ namespace ebb::server {
 
 class WorkerThreads {
  public:
-  explicit WorkerThreads(size_t threads);
+  explicit WorkerThreads(size_t max_threads);
   ~WorkerThreads();
   WorkerThreads(const WorkerThreads&) = delete;
   WorkerThreads& operator=(const WorkerThreads&) = delete;
@@ -47,9 +49,11 @@ class WorkerThreads {
 
   std::mutex mu_;
   std::condition_variable ready_;
+  const size_t max_threads_;
   std::deque<std::function<void()>> queue_;  // guarded by mu_
+  size_t idle_ = 0;                          // guarded by mu_: workers waiting for work, or starting
   bool stopping_ = false;                    // guarded by mu_
-  std::vector<std::thread> threads_;
+  std::vector<std::thread> threads_;         // guarded by mu_
 };
 
 class WriteDeadlines {
@@ -76,11 +80,11 @@ class WriteDeadlines {
 
   mutable std::mutex mu_;
   std::condition_variable changed_;
-  std::map<uint64_t, Entry> entries_;                     // guarded by mu_
-  std::multimap<Clock::time_point, uint64_t> by_time_;   // guarded by mu_
-  uint64_t next_id_ = 1;                                   // guarded by mu_
-  uint64_t fired_ = 0;                                     // guarded by mu_
-  bool stopping_ = false;                                  // guarded by mu_
+  std::map<uint64_t, Entry> entries_;                   // guarded by mu_
+  std::multimap<Clock::time_point, uint64_t> by_time_;  // guarded by mu_
+  uint64_t next_id_ = 1;                                // guarded by mu_
+  uint64_t fired_ = 0;                                  // guarded by mu_
+  bool stopping_ = false;                               // guarded by mu_
   std::thread thread_;
 };
 
