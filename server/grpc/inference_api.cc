@@ -10,11 +10,10 @@
 #include "core/model_configuration.h"
 #include "grpc_service.grpc.pb.h"
 #include "tensor_codec.h"
+#include "unary_call.h"
 
 namespace ebb::server {
 namespace {
-
-using grpc::ServerContext;
 
 void Describe(const std::vector<TensorInfo>& infos,
               google::protobuf::RepeatedPtrField<inference::ModelMetadataResponse::TensorMetadata>* out) {
@@ -152,8 +151,17 @@ class InferCall final : public grpc::ServerUnaryReactor {
   uint64_t deadline_ = 0;  // the write deadline's id; 0 = none
 };
 
-class InferenceApi final
-    : public inference::GRPCInferenceService::WithRawCallbackMethod_ModelInfer<inference::GRPCInferenceService::Service> {
+// Every method a raw callback method: ModelInfer's message is received unparsed and handled by InferCall,
+// every other one is bounded before it is parsed (unary_call.h).
+using V2 = inference::GRPCInferenceService;
+using RawService = V2::WithRawCallbackMethod_ServerLive<
+    V2::WithRawCallbackMethod_ServerReady<V2::WithRawCallbackMethod_ModelReady<V2::WithRawCallbackMethod_ServerMetadata<
+        V2::WithRawCallbackMethod_ModelMetadata<V2::WithRawCallbackMethod_ModelInfer<
+            V2::WithRawCallbackMethod_ModelConfig<V2::WithRawCallbackMethod_ModelStatistics<
+                V2::WithRawCallbackMethod_RepositoryIndex<V2::WithRawCallbackMethod_RepositoryModelLoad<
+                    V2::WithRawCallbackMethod_RepositoryModelUnload<V2::Service>>>>>>>>>>>;
+
+class InferenceApi final : public RawService {
  public:
   InferenceApi(InferenceService& core, GrpcInferenceOptions options)
       : core_(core), options_(std::move(options)), workers_(options_.threads) {}
@@ -171,28 +179,90 @@ class InferenceApi final
     return it == metadata.end() ? field : std::string(it->second.data(), it->second.size());
   }
 
-  grpc::Status ServerLive(ServerContext*, const inference::ServerLiveRequest*,
-                          inference::ServerLiveResponse* out) override {
+  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* reply) override {
+    auto* call = new InferCall(*this, context, request, reply);
+    call->Start();
+    return call;
+  }
+
+  grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+                                       grpc::ByteBuffer* out) override {
+    return Serve(context, in, out, &InferenceApi::DoServerLive, kInline);
+  }
+  grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+                                        grpc::ByteBuffer* out) override {
+    return Serve(context, in, out, &InferenceApi::DoServerReady, kInline);
+  }
+  grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+                                       grpc::ByteBuffer* out) override {
+    return Serve(context, in, out, &InferenceApi::DoModelReady, kOnWorker);
+  }
+  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+                                           grpc::ByteBuffer* out) override {
+    return Serve(context, in, out, &InferenceApi::DoServerMetadata, kInline);
+  }
+  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+                                          grpc::ByteBuffer* out) override {
+    return Serve(context, in, out, &InferenceApi::DoModelMetadata, kOnWorker);
+  }
+  grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+                                        grpc::ByteBuffer* out) override {
+    return Serve(context, in, out, &InferenceApi::DoModelConfig, kOnWorker);
+  }
+  grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+                                            grpc::ByteBuffer* out) override {
+    return Serve(context, in, out, &InferenceApi::DoModelStatistics, kOnWorker);
+  }
+  grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+                                            grpc::ByteBuffer* out) override {
+    return Serve(context, in, out, &InferenceApi::DoRepositoryIndex, kOnWorker);
+  }
+  grpc::ServerUnaryReactor* RepositoryModelLoad(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+                                                grpc::ByteBuffer* out) override {
+    return Serve(context, in, out, &InferenceApi::DoRepositoryModelLoad, kOnWorker);
+  }
+  grpc::ServerUnaryReactor* RepositoryModelUnload(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+                                                  grpc::ByteBuffer* out) override {
+    return Serve(context, in, out, &InferenceApi::DoRepositoryModelUnload, kOnWorker);
+  }
+
+ private:
+  // Serves a unary RPC (unary_call.h) with its typed handler below, inline or on the workers.
+  enum Where { kInline, kOnWorker };
+  template <typename Request, typename Response>
+  grpc::ServerUnaryReactor* Serve(
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* in, grpc::ByteBuffer* out,
+      grpc::Status (InferenceApi::*handler)(const grpc::ServerContextBase*, const Request&, Response*), Where where) {
+    return ServeUnary<Request, Response>(context, in, out, where == kInline ? nullptr : &workers_,
+                                         [this, context, handler](const Request& request, Response* response) {
+                                           return (this->*handler)(context, request, response);
+                                         });
+  }
+
+  // The typed handlers; ServerLive, ServerReady and ServerMetadata never block.
+  grpc::Status DoServerLive(const grpc::ServerContextBase*, const inference::ServerLiveRequest&,
+                            inference::ServerLiveResponse* out) {
     out->set_live(core_.Live());
     return grpc::Status::OK;
   }
 
-  grpc::Status ServerReady(ServerContext*, const inference::ServerReadyRequest*,
-                           inference::ServerReadyResponse* out) override {
+  grpc::Status DoServerReady(const grpc::ServerContextBase*, const inference::ServerReadyRequest&,
+                             inference::ServerReadyResponse* out) {
     out->set_ready(core_.Ready());
     return grpc::Status::OK;
   }
 
-  grpc::Status ModelReady(ServerContext* context, const inference::ModelReadyRequest* in,
-                          inference::ModelReadyResponse* out) override {
-    Result<bool> ready = core_.ModelReady(ModelName(context, in->name()), in->version());
+  grpc::Status DoModelReady(const grpc::ServerContextBase* context, const inference::ModelReadyRequest& in,
+                            inference::ModelReadyResponse* out) {
+    Result<bool> ready = core_.ModelReady(ModelName(context, in.name()), in.version());
     if (!ready.ok()) return GrpcStatusFor(ready.status());
     out->set_ready(*ready);
     return grpc::Status::OK;
   }
 
-  grpc::Status ServerMetadata(ServerContext*, const inference::ServerMetadataRequest*,
-                              inference::ServerMetadataResponse* out) override {
+  grpc::Status DoServerMetadata(const grpc::ServerContextBase*, const inference::ServerMetadataRequest&,
+                                inference::ServerMetadataResponse* out) {
     const server::ServerMetadata m = core_.Metadata();
     out->set_name(m.name);
     out->set_version(m.version);
@@ -200,9 +270,9 @@ class InferenceApi final
     return grpc::Status::OK;
   }
 
-  grpc::Status ModelMetadata(ServerContext* context, const inference::ModelMetadataRequest* in,
-                             inference::ModelMetadataResponse* out) override {
-    Result<server::ModelMetadata> m = core_.DescribeModel(ModelName(context, in->name()), in->version());
+  grpc::Status DoModelMetadata(const grpc::ServerContextBase* context, const inference::ModelMetadataRequest& in,
+                               inference::ModelMetadataResponse* out) {
+    Result<server::ModelMetadata> m = core_.DescribeModel(ModelName(context, in.name()), in.version());
     if (!m.ok()) return GrpcStatusFor(m.status());
     out->set_name(m->name);
     for (const std::string& v : m->versions) out->add_versions(v);
@@ -212,33 +282,25 @@ class InferenceApi final
     return grpc::Status::OK;
   }
 
-  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-                                       grpc::ByteBuffer* reply) override {
-    auto* call = new InferCall(*this, context, request, reply);
-    call->Start();
-    return call;
-  }
-
-  grpc::Status ModelConfig(ServerContext* context, const inference::ModelConfigRequest* in,
-                           inference::ModelConfigResponse* out) override {
-    Result<ModelConfiguration> c = core_.Configuration(ModelName(context, in->name()), in->version());
+  grpc::Status DoModelConfig(const grpc::ServerContextBase* context, const inference::ModelConfigRequest& in,
+                             inference::ModelConfigResponse* out) {
+    Result<ModelConfiguration> c = core_.Configuration(ModelName(context, in.name()), in.version());
     if (!c.ok()) return GrpcStatusFor(c.status());
     FillConfig(*c, out->mutable_config());
     return grpc::Status::OK;
   }
 
-  grpc::Status ModelStatistics(ServerContext* context, const inference::ModelStatisticsRequest* in,
-                               inference::ModelStatisticsResponse* out) override {
-    Result<std::vector<server::ModelStatistics>> stats =
-        core_.Statistics(ModelName(context, in->name()), in->version());
+  grpc::Status DoModelStatistics(const grpc::ServerContextBase* context, const inference::ModelStatisticsRequest& in,
+                                 inference::ModelStatisticsResponse* out) {
+    Result<std::vector<server::ModelStatistics>> stats = core_.Statistics(ModelName(context, in.name()), in.version());
     if (!stats.ok()) return GrpcStatusFor(stats.status());
     for (const server::ModelStatistics& s : *stats) FillStatistics(s, out->add_model_stats());
     return grpc::Status::OK;
   }
 
-  grpc::Status RepositoryIndex(ServerContext*, const inference::RepositoryIndexRequest* in,
-                               inference::RepositoryIndexResponse* out) override {
-    for (const ModelInfo& m : core_.Index(in->ready())) {
+  grpc::Status DoRepositoryIndex(const grpc::ServerContextBase*, const inference::RepositoryIndexRequest& in,
+                                 inference::RepositoryIndexResponse* out) {
+    for (const ModelInfo& m : core_.Index(in.ready())) {
       auto* entry = out->add_models();
       entry->set_name(m.name);
       entry->set_version(m.version);
@@ -248,17 +310,17 @@ class InferenceApi final
     return grpc::Status::OK;
   }
 
-  grpc::Status RepositoryModelLoad(ServerContext*, const inference::RepositoryModelLoadRequest* in,
-                                   inference::RepositoryModelLoadResponse*) override {
-    return GrpcStatusFor(core_.Load(in->model_name(), RepositoryParameters(in->parameters())));
+  grpc::Status DoRepositoryModelLoad(const grpc::ServerContextBase*, const inference::RepositoryModelLoadRequest& in,
+                                     inference::RepositoryModelLoadResponse*) {
+    return GrpcStatusFor(core_.Load(in.model_name(), RepositoryParameters(in.parameters())));
   }
 
-  grpc::Status RepositoryModelUnload(ServerContext*, const inference::RepositoryModelUnloadRequest* in,
-                                     inference::RepositoryModelUnloadResponse*) override {
-    return GrpcStatusFor(core_.Unload(in->model_name(), RepositoryParameters(in->parameters())));
+  grpc::Status DoRepositoryModelUnload(const grpc::ServerContextBase*,
+                                       const inference::RepositoryModelUnloadRequest& in,
+                                       inference::RepositoryModelUnloadResponse*) {
+    return GrpcStatusFor(core_.Unload(in.model_name(), RepositoryParameters(in.parameters())));
   }
 
- private:
   InferenceService& core_;
   const GrpcInferenceOptions options_;
   WriteDeadlines deadlines_;
