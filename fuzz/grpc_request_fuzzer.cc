@@ -47,7 +47,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Result<const inference::ModelInferRequest*> parsed = ParseModelInferRequest(&parse_input, &arena);
   if (!scanned.ok()) {
     Check(scanned.status().code() == StatusCode::kInvalidArgument && !scanned.status().message().empty());
-    if (parsed.ok()) Check(Contains(scanned.status().message(), "more than") || Contains(scanned.status().message(), "group"));
+    const std::string& why = scanned.status().message();
+    if (parsed.ok()) Check(Contains(why, "more than") || Contains(why, "group"));
     return 0;
   }
   if (!parsed.ok()) {

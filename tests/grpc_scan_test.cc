@@ -157,8 +157,8 @@ TEST(InferScanTest, ReadsTheRoutingFieldsAsTheParserDoes) {
 TEST(InferScanTest, EachLimitHoldsAtItsValueAndRefusesOneMore) {
   // FullRequest holds 3 inputs, 1 output, 1 raw contents entry, 4 parameters, shapes of 1 to 3 dims, 30 typed
   // elements and 1 bytes_contents element; each case adds at most one input.
-  GrpcInferLimits limits{.max_tensors = 4, .max_parameters = 4, .max_dims = 3, .max_typed_elements = 30,
-                         .max_bytes_elements = 1, .max_unknown_fields = 0};
+  GrpcInferLimits limits{.max_tensors = 4, .max_parameters = 4, .max_dims = 3,
+                         .max_typed_elements = 30, .max_bytes_elements = 1, .max_unknown_fields = 0};
   const std::string full = FullRequest().SerializeAsString();
   ASSERT_TRUE(Scan(full + Field(5), limits).ok()) << Scan(full, limits).status().ToString();  // at the limits
   const std::map<std::string, std::pair<std::string, std::string>> over = {
@@ -254,7 +254,8 @@ TEST(InferEncodeTest, ThePiecesConcatenatedAreTheSerializedResponse) {
   ASSERT_EQ(parsed.outputs_size(), 3);
   ASSERT_EQ(parsed.raw_output_contents_size(), 3);
   EXPECT_EQ(parsed.outputs(0).datatype(), "FP32");
-  EXPECT_EQ(parsed.raw_output_contents(0), std::string(reinterpret_cast<const char*>(response.outputs[0].tensor.data()), 8));
+  EXPECT_EQ(parsed.raw_output_contents(0),
+            std::string(reinterpret_cast<const char*>(response.outputs[0].tensor.data()), 8));
   EXPECT_EQ(parsed.raw_output_contents(1), "");
   EXPECT_EQ(parsed.outputs(2).datatype(), "BYTES");
   EXPECT_EQ(parsed.raw_output_contents(2), std::string("\x01\x00\x00\x00x\x00\x00\x00\x00", 9));

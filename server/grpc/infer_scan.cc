@@ -76,8 +76,7 @@ class Scanner final : public WireVisitor {
         return Check(&typed_, added, limits_.max_typed_elements,
                      "elements in typed contents (the limit per request; send large tensors in raw_input_contents)");
       case Kind::kBytes:
-        return Check(&bytes_, added, limits_.max_bytes_elements,
-                     "elements in bytes_contents (the limit per request)");
+        return Check(&bytes_, added, limits_.max_bytes_elements, "elements in bytes_contents (the limit per request)");
       case Kind::kOther: return Status::Ok();
     }
     return Status::Ok();

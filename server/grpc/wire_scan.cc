@@ -58,7 +58,8 @@ class Walker {
       return InvalidArgument(FieldLabel(type, number) + " is a group; groups are not part of this protocol");
     }
     const FieldDescriptor* field = type.FindFieldByNumber(number);
-    const bool packed = field != nullptr && field->is_packable() && wire_type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+    const bool packed =
+        field != nullptr && field->is_packable() && wire_type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
     if (field == nullptr || (!packed && wire_type != WireFormat::WireTypeForFieldType(field->type()))) {
       EBB_RETURN_IF_ERROR(visitor_.OnUnknownField(depth));
       return SkipValue(type, number, wire_type);

@@ -53,7 +53,7 @@ class WireVisitor {
 };
 
 // Walks the first `size` bytes of `wire` as a serialized `type`. See the file comment.
-Status WalkWire(const google::protobuf::Descriptor& type, google::protobuf::io::ZeroCopyInputStream* wire,
-                size_t size, WireVisitor& visitor, int max_depth = 16);
+Status WalkWire(const google::protobuf::Descriptor& type, google::protobuf::io::ZeroCopyInputStream* wire, size_t size,
+                WireVisitor& visitor, int max_depth = 16);
 
 }  // namespace ebb::server
