@@ -149,7 +149,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   AddHttpOptions(serve_cmd, &serve.http, &serve.service);
   serve_cmd->add_option("--grpc-threads", serve.grpc_threads,
-                        "gRPC threads for ModelInfer calls (scan, admission, inference); one waiting holds one")
+                        "gRPC worker threads for ModelInfer and the RPCs that may block, started as needed; "
+                        "a request waiting for admission holds one")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   serve_cmd->add_flag("--grpc-compressed-requests", serve.grpc_compressed_requests,

@@ -8,11 +8,11 @@
 // port (AddService). Messages are received up to `max_message_bytes` (larger
 // ones get RESOURCE_EXHAUSTED from gRPC itself), compressed ones only when
 // `compressed_requests`, and sent without limit. gRPC
-// receives a message whole before any handler sees it. Synchronous methods
-// run on gRPC's own threads; callback methods (ModelInfer: inference_api.h)
-// get the callback completion queue, which ServerBuilder makes when a service
-// has one, and run their work on threads of their own. Inference is bounded
-// by the core's admission queue, as over HTTP.
+// receives a message whole before any handler sees it. ebb's services have
+// callback methods only (inference_api.h, modelmesh_api.h): they get the
+// callback completion queue, which ServerBuilder makes when a service has
+// one, and run what may block on worker threads of their own. Inference is
+// bounded by the core's admission queue, as over HTTP.
 //
 // Lifecycle: AddService() any number of times, then Start() once; Shutdown()
 // stops listening, cancels what is still open (health watches), and returns

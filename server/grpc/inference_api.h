@@ -22,7 +22,9 @@
 // ModelInfer, step by step, so that a message costs what its bytes do and no
 // more, and only as long as needed (docs/server.md, "Limits and hostile
 // input"). It is a callback method that receives the message unparsed (a
-// grpc::ByteBuffer); the other RPCs are synchronous.
+// grpc::ByteBuffer); so is every other RPC, bounded before it is parsed
+// (unary_call.h) and run on the same workers, but ServerLive, ServerReady and
+// ServerMetadata, which never block and run on gRPC's thread.
 //   1. Its bytes are charged to the core's request byte budget, shared with
 //      HTTP (InferenceService::request_bytes(), --max-body-bytes-in-flight):
 //      over it, UNAVAILABLE "server busy" at once. The charge is held until the
@@ -69,9 +71,10 @@ inline constexpr const char* kModelIdHeader = "mm-model-id";
 struct GrpcInferenceOptions {
   // Honour the mm-model-id metadata (ebb serve --modelmesh).
   bool model_id_header = false;
-  // Workers that run ModelInfer calls (scan, admission, inference, encoding).
-  // A call waiting for admission holds one; 32, as HTTP's --http-threads:
-  // more than --workers plus a short queue.
+  // Workers that run ModelInfer calls (scan, admission, inference, encoding)
+  // and the RPCs that may block (loads); started as needed. A call waiting for
+  // admission holds one; 32, as HTTP's --http-threads: more than --workers
+  // plus a short queue.
   size_t threads = 32;
   // Seconds a reply may take to be sent (--write-timeout-s, as over HTTP):
   // 256 MiB needs ~26 MB/s in the default 10 s.
