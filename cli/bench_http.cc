@@ -64,7 +64,7 @@ std::unique_ptr<BenchServer> BenchServer::Start(const BenchOptions& options) {
   server::ModelRepository& repository = b->service_->repository();
   if (Status st = repository.Load(b->model); !st.ok()) return Fail(st), nullptr;
   b->api_ = std::make_unique<server::RestApi>(*b->service_);
-  b->http_ = std::make_unique<server::HttpServer>(*b->api_, server::HttpOptions{.port = 0});
+  b->http_ = std::make_unique<server::HttpServer>(*b->api_, server::HttpOptions{.port = 0}, b->service_->request_bytes());
   if (Status st = b->http_->Bind(); !st.ok()) return Fail(st), nullptr;
   b->serving_ = std::thread([http = b->http_.get()] { http->Serve(); });
 

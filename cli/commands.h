@@ -38,6 +38,8 @@ struct ServeOptions {
   bool load_on_demand = true;  // a request to an unloaded model loads it
   server::HttpOptions http;
   int grpc_port = 8001;        // 0 = no gRPC; -1 = any free port
+  size_t grpc_threads = 32;    // workers for ModelInfer calls (server/grpc/inference_api.h)
+  bool grpc_compressed_requests = false;  // server/grpc/grpc_server.h: GrpcOptions::compressed_requests
   server::ServiceOptions service;
   PoolOptions pool;
   // ModelMesh: serve mmesh.ModelRuntime on the gRPC port (off by default:

@@ -26,7 +26,7 @@ void AddCommon(CLI::App* app, CommonOptions* options) {
 
 // The transport's threads, limits and deadlines (defaults and reasons: server/http/http_server.h,
 // docs/server.md "Limits and hostile input").
-void AddHttpOptions(CLI::App* serve, server::HttpOptions* http) {
+void AddHttpOptions(CLI::App* serve, server::HttpOptions* http, server::ServiceOptions* service) {
   auto positive = [&](const char* flag, auto* value, const char* help) {
     serve->add_option(flag, *value, help)->capture_default_str()->check(CLI::PositiveNumber);
   };
@@ -37,10 +37,12 @@ void AddHttpOptions(CLI::App* serve, server::HttpOptions* http) {
   positive("--max-uri-bytes", &http->max_uri_bytes, "request target (414 beyond)");
   positive("--max-body-bytes", &http->max_body_bytes,
            "request body after decoding and decompression (413 beyond); also the gRPC message limit");
-  positive("--max-body-bytes-in-flight", &http->max_body_bytes_in_flight,
-           "body bytes held by all requests being received or answered (503 beyond)");
+  positive("--max-body-bytes-in-flight", &service->max_request_bytes_in_flight,
+           "request bytes held by all HTTP bodies and gRPC messages being received or answered, together "
+           "(503 / UNAVAILABLE beyond; at least --max-body-bytes)");
   positive("--read-timeout-s", &http->read_timeout_s, "longest wait for the next bytes of a request (408)");
-  positive("--write-timeout-s", &http->write_timeout_s, "longest time to send a reply");
+  positive("--write-timeout-s", &http->write_timeout_s,
+           "longest time to send a reply (HTTP: the connection is closed; gRPC: the call is cancelled)");
   positive("--header-timeout-s", &http->header_timeout_s, "a request's whole header, from its first byte (408)");
   positive("--body-timeout-s", &http->body_timeout_s, "a request's whole body, from the end of its header (408)");
   positive("--idle-timeout-s", &http->idle_timeout_s, "a keep-alive connection without a request is closed after this");
@@ -151,7 +153,15 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--queue", serve.service.queue, "inferences waiting before 503")
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
-  AddHttpOptions(serve_cmd, &serve.http);
+  AddHttpOptions(serve_cmd, &serve.http, &serve.service);
+  serve_cmd->add_option("--grpc-threads", serve.grpc_threads,
+                        "gRPC worker threads for ModelInfer and the RPCs that may block, started as needed; "
+                        "a request waiting for admission holds one")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  serve_cmd->add_flag("--grpc-compressed-requests", serve.grpc_compressed_requests,
+                      "accept gzip/deflate-compressed gRPC requests (gRPC inflates one whole before checking "
+                      "--max-body-bytes: a small message can cost the limit times 1000; trusted clients only)");
   serve_cmd->add_option("--memory-budget", serve.pool.cpu_budget_bytes,
                         "CPU memory budget for loaded models in bytes (0 = --budget-fraction of RAM)")
       ->check(CLI::NonNegativeNumber)

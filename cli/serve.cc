@@ -123,7 +123,10 @@ int Serve(const ServeOptions& o) {
   repo_options.load_on_demand = o.load_on_demand;
   repo_options.default_device = o.common.device;
   repo_options.pool = o.pool;
-  auto service = server::InferenceService::Create(*runtime, repo_options, o.service);
+  server::ServiceOptions service_options = o.service;
+  // One request at the message limit always fits the budget of requests in flight.
+  service_options.max_request_bytes_in_flight = std::max(o.service.max_request_bytes_in_flight, o.http.max_body_bytes);
+  auto service = server::InferenceService::Create(*runtime, repo_options, service_options);
   if (!service.ok()) return Fail(service.status());
   server::ModelRepository& repository = (*service)->repository();
   if (single_model) {
@@ -147,11 +150,13 @@ int Serve(const ServeOptions& o) {
     }
   }
   server::RestApi api(**service);
-  server::HttpServer http(api, o.http);
+  server::HttpServer http(api, o.http, (*service)->request_bytes());
   if (Status st = http.Bind(); !st.ok()) return Fail(st);
-  std::unique_ptr<grpc::Service> inference = server::MakeGrpcInferenceService(**service, o.modelmesh);
+  std::unique_ptr<grpc::Service> inference = server::MakeGrpcInferenceService(
+      **service, {.model_id_header = o.modelmesh, .threads = o.grpc_threads, .write_timeout_s = o.http.write_timeout_s});
   std::unique_ptr<grpc::Service> model_runtime;
-  server::GrpcServer grpc_server({o.http.host, std::max(o.grpc_port, 0), o.http.max_body_bytes});
+  server::GrpcServer grpc_server({o.http.host, std::max(o.grpc_port, 0), o.http.max_body_bytes,
+                                  o.grpc_compressed_requests});
   if (o.grpc_port != 0) {
     grpc_server.AddService(inference.get(), server::kGrpcInferenceServiceName);
     if (modelmesh) {

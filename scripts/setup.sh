@@ -254,7 +254,7 @@ EOF
 GEN_SCRIPT=tools/make_test_models.py
 GEN_MODELS=(models/convnet/model.onnx models/tiny/model.onnx models/mixed/model.onnx models/twochannel/model.onnx
             models/strings/model.onnx tests/models/identity/model.onnx tests/models/halves/model.onnx
-            tests/models/wrong_shape/model.onnx)
+            tests/models/wrong_shape/model.onnx tests/models/zeros/model.onnx tests/models/spin/model.onnx)
 
 step_gen_models() {
     local need=0 m

@@ -15,10 +15,12 @@ Run by ctest (tests/CMakeLists.txt) with EBB_BINARY, EBB_MODELS_DIR and EBB_GRPC
 generated stubs) in the environment.
 """
 
+import gzip
 import json
 import os
 import shutil
 import signal
+import socket
 import struct
 import sys
 import tempfile
@@ -29,6 +31,7 @@ import urllib.request
 import grpc
 import numpy as np
 import pytest
+from h2_stall import StalledClient
 from serve_process import ServeProcess
 
 sys.path.insert(0, os.environ["EBB_GRPC_PYTHON"])
@@ -43,20 +46,23 @@ MODELS = os.environ["EBB_MODELS_DIR"]
 TEST_MODELS = os.environ["EBB_TEST_MODELS_DIR"]  # identity, halves
 SERVICE = "inference.GRPCInferenceService"
 MAX_BODY = 80_000_000
+MiB = 1 << 20
+# RSS bounds hold only without a sanitizer (tests/CMakeLists.txt; tests/test_util.h: kRssBoundsHold).
+RSS_BOUNDS_HOLD = os.environ.get("EBB_RSS_BOUNDS_HOLD", "1") == "1"
 
 
 # --- Set-up ---------------------------------------------------------------------------------
 
 def copy_model(model, folder):
     os.makedirs(folder, exist_ok=True)
-    source = TEST_MODELS if model in ("identity", "halves") else MODELS
+    source = TEST_MODELS if model in ("identity", "halves", "zeros", "spin") else MODELS
     shutil.copyfile(os.path.join(source, model, "model.onnx"), os.path.join(folder, "model.onnx"))
 
 
 def make_repository(tmp):
     """The bundled models the tests use, a versioned copy of tiny, a broken model and a link out."""
     root = os.path.join(tmp, "repo")
-    for model in ["tiny", "mixed", "strings", "identity", "halves", "convnet"]:
+    for model in ["tiny", "mixed", "strings", "identity", "halves", "convnet", "zeros", "spin"]:
         copy_model(model, os.path.join(root, model))
     copy_model("mixed", os.path.join(root, "labelled"))
     with open(os.path.join(root, "labelled", "labels.txt"), "w") as f:
@@ -106,6 +112,31 @@ class Server(ServeProcess):
                 return float(line.split()[-1])
         return 0.0
 
+    def status(self, key="VmRSS"):
+        """VmRSS or VmHWM of the server, in bytes."""
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+        raise AssertionError(f"no {key}")
+
+    def reset_peak(self):
+        """Starts VmHWM afresh at the current RSS (proc(5), clear_refs)."""
+        with open(f"/proc/{self.proc.pid}/clear_refs", "w") as f:
+            f.write("5")
+
+    def raw_infer(self, message, compression=None, timeout=60):
+        """ModelInfer with `message` as the serialized request, as it is: (code, details)."""
+        with grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}", options=[
+                ("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]) as channel:
+            call = channel.unary_unary(f"/{SERVICE}/ModelInfer", request_serializer=lambda b: b,
+                                       response_deserializer=lambda b: b)
+            try:
+                call(message, timeout=timeout, compression=compression)
+                return grpc.StatusCode.OK, ""
+            except grpc.RpcError as e:
+                return e.code(), e.details()
+
     def stop(self, sig=signal.SIGTERM):
         self.proc.send_signal(sig)
         code = self.proc.wait(timeout=120)
@@ -122,7 +153,9 @@ def repository():
 
 @pytest.fixture(scope="module")
 def server(repository):
-    s = Server(repository, "--max-body-bytes", str(MAX_BODY))
+    # Compressed requests accepted, to test what the scan does with an inflated message; the default
+    # (refused) has a test of its own.
+    s = Server(repository, "--max-body-bytes", str(MAX_BODY), "--grpc-compressed-requests")
     yield s
     assert s.stop() == 0
 
@@ -661,3 +694,312 @@ def test_sigterm_mid_request_drains_and_health_turns_not_serving(repository):
     watcher.join(timeout=10)
     assert watched[0] == health_pb2.HealthCheckResponse.SERVING
     assert health_pb2.HealthCheckResponse.NOT_SERVING in watched
+
+
+# --- Hostile input (issue 17) ------------------------------------------------------------------
+# Each test: the status and message, the server's memory (VmHWM, VmRSS) against before, and a good
+# request right after. The messages are built on the wire by hand where protobuf's own classes
+# would cost the client what they used to cost the server.
+
+def varint(n):
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes(out + bytearray([n]))
+
+
+def field(number, payload=b""):
+    """A length-delimited field on the wire: tag, length, payload."""
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def name(model):
+    return field(1, model.encode())  # ModelInferRequest.model_name
+
+
+N = 8 * MiB  # entries of 2 bytes: 16 MiB messages
+AMPLIFIERS = [  # (what, message, compressed, what the refusal says); 4 MiB took 0.45 GiB, 16 MiB 1.5-1.9 GiB
+    ("empty inputs", name("nope") + field(5) * N, False, "more than 4096 inputs"),
+    ("empty inputs, gzip-compressed (16 KB sent)", name("nope") + field(5) * N, True, "more than 4096 inputs"),
+    ("empty inputs to a model that exists", name("tiny") + field(5) * N, False, "more than 4096 inputs"),
+    ("empty requested outputs", name("nope") + field(6) * N, False, "more than 4096 requested outputs"),
+    ("empty raw_input_contents", name("nope") + field(7) * N, False, "more than 4096 raw_input_contents"),
+    ("empty bytes_contents", name("nope") + field(5, field(5, field(8) * N)), False,
+     "more than 1048576 elements in bytes_contents"),
+    ("empty parameters", name("nope") + field(4) * N, False, "more than 4096 parameters"),
+    ("unknown fields", name("nope") + field(99) * (N * 2 // 3), False, "more than 1024 fields unknown"),
+    ("INT64 typed contents of 1-byte varints", name("nope") + field(5, field(5, field(3, b"\x00" * 2 * N))), False,
+     "more than 4194304 elements in typed contents"),
+    ("a shape of a million dimensions", name("nope") + field(5, field(3, b"\x01" * MiB)), False,
+     "more than 64 dimensions"),
+    ("a group", name("nope") + b"\x2b" + b"\x2c", False, "groups are not part of this protocol"),
+    ("a length past the end", name("nope") + varint(5 << 3 | 2) + varint(1000), False, "runs past the end"),
+]
+
+
+@pytest.mark.parametrize("what,message,compressed,mentions", AMPLIFIERS, ids=[a[0] for a in AMPLIFIERS])
+def test_a_message_of_many_small_entries_is_refused_before_it_is_parsed(server, what, message, compressed, mentions):
+    good = mixed_request()
+    expected = outputs_of(server.stub().ModelInfer(good))
+    before = server.status()
+    server.reset_peak()
+    started = time.monotonic()
+    code, details = server.raw_infer(message, grpc.Compression.Gzip if compressed else None)
+    took = time.monotonic() - started
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and mentions in details, f"{what}: {code} {details}"
+    assert took < 10, f"{what}: {took:.1f} s"
+    if RSS_BOUNDS_HOLD:
+        # The message itself (gRPC holds it whole) and a little more: was 60-120 times its size.
+        peak = server.status("VmHWM") - before
+        assert peak < len(message) + 32 * MiB, f"{what}: peak +{peak / MiB:.0f} MiB for {len(message) / MiB:.0f} MiB"
+    assert outputs_of(server.stub().ModelInfer(good)) == expected, f"after {what}"
+    if RSS_BOUNDS_HOLD:  # gRPC's receive buffers go back to the heap, which the inference trims
+        after = server.status() - before
+        assert after < 16 * MiB, f"{what}: RSS stayed +{after / MiB:.0f} MiB"
+
+
+def test_a_gzip_bomb_of_empty_inputs_is_small_on_the_wire():
+    # The compressed form of the 16 MiB message above, as the test sends it: ~16 KB.
+    assert len(gzip.compress(AMPLIFIERS[1][1])) < 64 * 1024
+
+
+def test_compressed_requests_are_refused_before_they_are_inflated_by_default(repository, server):
+    # gRPC 1.51 inflates a compressed message whole before it compares its size with --max-body-bytes:
+    # 256 MiB of unknown fields in ~0.3 MB of gzip would cost the server 256 MiB and more, then
+    # RESOURCE_EXHAUSTED. By default compression is off, and such a request is refused on its headers.
+    bomb = name("nope") + b"\x98\x06\x00" * (256 * MiB // 3)
+    s = Server(repository)
+    try:
+        before = s.status()
+        s.reset_peak()
+        code, details = s.raw_infer(bomb, grpc.Compression.Gzip)
+        assert code == grpc.StatusCode.UNIMPLEMENTED and "Compression algorithm 'gzip' is disabled" in details, details
+        code, details = s.raw_infer(name("nope"), grpc.Compression.Deflate)
+        assert code == grpc.StatusCode.UNIMPLEMENTED and "'deflate' is disabled" in details, details
+        if RSS_BOUNDS_HOLD:
+            assert s.status("VmHWM") - before < 16 * MiB
+        assert s.stub().ModelInfer(tiny()).model_name == "tiny"
+    finally:
+        assert s.stop() == 0
+    # With --grpc-compressed-requests (the module's server), a compressed request is answered as any other.
+    response = server.stub().ModelInfer(tiny(), compression=grpc.Compression.Gzip)
+    assert response.model_name == "tiny" and len(response.raw_output_contents[0]) == 256
+
+
+def test_200000_output_names_are_refused_at_once_and_4096_are_checked_in_linear_time(server):
+    # 2.4 MB of distinct names: 92 s of one core before (a linear search per name for duplicates).
+    message = name("tiny") + b"".join(field(6, field(1, b"o%07d" % i)) for i in range(200_000))
+    started = time.monotonic()
+    code, details = server.raw_infer(message)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "more than 4096 requested outputs" in details, details
+    assert time.monotonic() - started < 10
+    # At the limit the request is decoded: the duplicate, last of 4096, is found at once.
+    request = tiny()
+    for i in range(4095):
+        request.outputs.add(name="o%d" % i)
+    request.outputs.add(name="o0")
+    started = time.monotonic()
+    with pytest.raises(grpc.RpcError) as e:
+        server.stub().ModelInfer(request)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "output 'o0' is requested twice" in e.value.details()
+    assert time.monotonic() - started < 10
+    assert server.stub().ModelInfer(tiny()).model_name == "tiny"
+
+
+def test_keep_alive_is_range_checked_as_over_http(server):
+    stub = server.stub()
+    message = "parameters.keep_alive must be an integer (milliseconds) of at most 31536000000 (365 days; negative: " \
+              "never unload), got "
+    too_long = mixed_request(parameters={"keep_alive": 31536000001})
+    as_string = mixed_request()
+    as_string.parameters["keep_alive"].string_param = "1000"
+    past_int64 = mixed_request()
+    past_int64.parameters["keep_alive"].uint64_param = 2**63
+    for request, got in [(too_long, "31536000001"), (as_string, "a string_param"), (past_int64, str(2**63))]:
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelInfer(request)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and e.value.details() == message + got
+    # The same words as HTTP's (the one check in server/core: CheckKeepAlive).
+    status, body, _ = server.http("/v2/models/tiny/infer", json.dumps({
+        "parameters": {"keep_alive": 31536000001},
+        "inputs": [{"name": "x", "shape": [1, 64], "datatype": "FP32", "data": [0.0] * 64}]}).encode())
+    assert status == 400 and json.loads(body)["error"] == message + "31536000001"
+    assert stub.ModelInfer(mixed_request(parameters={"keep_alive": 31536000000})).model_name == "mixed"
+
+
+def identity_request(fp32_bytes):
+    """An identity request (every input it takes) whose FP32 input is `fp32_bytes` long."""
+    inputs = [("in_" + s, d, [1], np.array(v[:1], dtype=t).tobytes()) for s, d, t, _, v in TYPES]
+    n = fp32_bytes // 4
+    inputs[[i[0] for i in inputs].index("in_fp32")] = ("in_fp32", "FP32", [n], np.ones(n, np.float32).tobytes())
+    inputs.append(("in_bytes", "BYTES", [1], serialize_bytes([b"x"])))
+    return infer_request("identity", inputs, outputs=[("out_bool", 0)])
+
+
+def spin_request(iterations):
+    """A run of ~1.5 us per iteration that needs no memory: holds a worker."""
+    return infer_request("spin", [("n", "INT64", [1], np.array([iterations], np.int64).tobytes())])
+
+
+def wait_for_metric(s, sample, at_least, timeout=30):
+    deadline = time.monotonic() + timeout
+    while s.metric(sample) < at_least:
+        assert time.monotonic() < deadline, f"{sample} never reached {at_least}"
+        time.sleep(0.01)
+
+
+def test_a_request_refused_as_busy_is_never_decoded(repository):
+    # It used to be decoded before admission: bytes, parsed message and tensors (~3x its size) for an answer
+    # that needed none of them.
+    s = Server(repository, "--workers", "1", "--queue", "0")
+    try:
+        busy = threading.Thread(target=lambda: s.stub().ModelInfer(spin_request(4_000_000), timeout=120))
+        busy.start()
+        wait_until_running(s)
+        big = identity_request(64 * MiB).SerializeToString()
+        before = s.status()
+        s.reset_peak()
+        code, details = s.raw_infer(big)
+        assert code == grpc.StatusCode.UNAVAILABLE and "server busy: 1 inferences running and 0 waiting" in details
+        if RSS_BOUNDS_HOLD:
+            peak = s.status("VmHWM") - before
+            assert peak < len(big) + 32 * MiB, f"peak +{peak / MiB:.0f} MiB for a {len(big) / MiB:.0f} MiB message"
+        busy.join()
+        assert outputs_of(s.stub().ModelInfer(identity_request(1024)))["out_bool"][1] == [1]
+    finally:
+        assert s.stop() == 0
+
+
+def post_slowly(port, body_length, send):
+    """An HTTP request whose body is `body_length` bytes of JSON whitespace, of which `send` are sent now."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.sendall(b"POST /v2/models/tiny/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n" % body_length)
+    sock.sendall(b" " * send)
+    return sock
+
+
+def test_the_request_byte_budget_is_shared_by_http_and_grpc(repository):
+    # --max-body-bytes-in-flight bounds what both front ends hold together: HTTP bodies being received
+    # and gRPC messages waiting or running. Before, gRPC had no budget at all.
+    budget = 48_000_000
+    s = Server(repository, "--max-body-bytes", "32000000", "--max-body-bytes-in-flight", str(budget),
+               "--workers", "1", "--queue", "1")
+    try:
+        refusal = f"server busy: the requests being received are over the server's budget of {budget} bytes " \
+                  "(--max-body-bytes-in-flight, HTTP and gRPC together); retry later"
+        grpc_big = identity_request(20_000_000)
+        # 1. An HTTP body being received holds 30 MB: a 20 MB gRPC message does not fit beside it.
+        held = post_slowly(s.http_port, 31_000_000, 30_000_000)
+        wait_for_metric(s, "ebb_request_bytes_in_flight", 30_000_000)
+        before = s.status()
+        s.reset_peak()
+        with pytest.raises(grpc.RpcError) as e:
+            s.stub().ModelInfer(grpc_big)
+        assert e.value.code() == grpc.StatusCode.UNAVAILABLE and e.value.details() == refusal
+        held.close()
+        deadline = time.monotonic() + 30
+        while s.metric("ebb_request_bytes_in_flight") > 0:
+            assert time.monotonic() < deadline, "the HTTP body was never given back"
+            time.sleep(0.01)
+        assert list(s.stub().ModelInfer(grpc_big).outputs[0].shape) == [1], "fits once the HTTP body is gone"
+        if RSS_BOUNDS_HOLD:
+            assert s.status("VmHWM") - before < budget + 64 * MiB
+        # 2. A gRPC request waiting for the busy worker holds 30 MB: a 20 MB HTTP body does not fit.
+        busy = threading.Thread(target=lambda: s.stub().ModelInfer(spin_request(4_000_000), timeout=120))
+        busy.start()
+        wait_until_running(s)
+        queued = {}
+        waiting = threading.Thread(target=lambda: queued.update(r=s.stub().ModelInfer(identity_request(30_000_000))))
+        waiting.start()
+        wait_for_metric(s, "ebb_inference_queued", 1)
+        status, body, _ = s.http("/v2/models/tiny/infer", b" " * 20_000_000)
+        assert status == 503 and "--max-body-bytes-in-flight" in json.loads(body)["error"]
+        busy.join()
+        waiting.join()
+        assert list(queued["r"].outputs[0].shape) == [1], "the queued request was answered"
+        status, _, _ = s.http("/v2/models/tiny/infer", json.dumps({"inputs": [
+            {"name": "x", "shape": [1, 64], "datatype": "FP32", "data": [0.5] * 64}]}).encode())
+        assert status == 200
+    finally:
+        assert s.stop() == 0
+
+
+def test_a_reply_the_client_never_takes_is_dropped_after_the_write_timeout(repository):
+    # 64 replies of 3 MiB to a client that grants no flow-control window: +390 MiB held for as long as the
+    # client stayed (30 s and more) before. Now each call is cancelled --write-timeout-s after its reply
+    # was ready, and gRPC frees it.
+    s = Server(repository, "--write-timeout-s", "2")
+    client = None
+    try:
+        zeros = infer_request("zeros", [("n", "INT64", [1], np.array([786432], np.int64).tobytes())])
+        assert len(s.stub().ModelInfer(zeros).raw_output_contents[0]) == 3 * MiB
+        before = s.status()
+        client = StalledClient(s.grpc_port)
+        message = zeros.SerializeToString()
+        for i in range(64):
+            client.call(2 * i + 1, f"/{SERVICE}/ModelInfer".encode(), message)
+        assert client.wait(lambda c: len(c.headers) == 64, 60), f"{len(client.headers)} replies started"
+        held = s.status() - before
+        started = time.monotonic()
+        assert client.wait(lambda c: len(c.reset | c.ended) == 64, 30), \
+            f"{len(client.reset | client.ended)} of 64 calls ended"
+        took = time.monotonic() - started
+        assert took < 2 + 10, f"the calls ended {took:.1f} s after their replies were ready"
+        assert client.data_bytes == 0, "the client granted no window: nothing could be sent"
+        if RSS_BOUNDS_HOLD:
+            assert held > 150 * MiB, f"the replies were held: +{held / MiB:.0f} MiB"
+            time.sleep(0.5)
+            after = s.status() - before
+            assert after < 32 * MiB, f"RSS stayed +{after / MiB:.0f} MiB after the calls were cancelled"
+        # The server goes on; so do other clients, and the stalled one's connection.
+        assert len(s.stub().ModelInfer(zeros).raw_output_contents[0]) == 3 * MiB
+    finally:
+        if client:
+            client.close()
+        assert s.stop() == 0
+
+
+def test_every_other_rpc_bounds_its_message_before_parsing_it(server):
+    # Synchronous methods had gRPC parse up to --max-body-bytes first: 16 MiB of empty unknown fields sent to
+    # ModelMetadata peaked at +358 MiB. Now every method's message is walked first, as ModelInfer's is.
+    with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}",
+                               options=[("grpc.max_send_message_length", -1)]) as channel:
+        def call(method, message):
+            rpc = channel.unary_unary(f"/{SERVICE}/{method}", request_serializer=lambda b: b,
+                                      response_deserializer=lambda b: b)
+            try:
+                rpc(message, timeout=60)
+                return grpc.StatusCode.OK, ""
+            except grpc.RpcError as e:
+                return e.code(), e.details()
+
+        unknown = name("mixed") + field(99) * 1025
+        cases = [
+            ("ModelMetadata", unknown, grpc.StatusCode.INVALID_ARGUMENT, "more than 1024 fields unknown"),
+            ("ModelStatistics", unknown, grpc.StatusCode.INVALID_ARGUMENT, "more than 1024 fields unknown"),
+            ("ModelMetadata", name("mixed") + field(99, b"x" * (4 * MiB)), grpc.StatusCode.RESOURCE_EXHAUSTED,
+             "bytes is larger than the limit of 4194304 bytes for this RPC"),
+            ("RepositoryModelLoad", name("mixed") + b"".join(field(3, field(1, b"k%d" % i)) for i in range(4097)),
+             grpc.StatusCode.INVALID_ARGUMENT, "more than 4096 entries"),
+            ("ServerLive", field(99) * 1025, grpc.StatusCode.INVALID_ARGUMENT, "more than 1024 fields unknown"),
+            ("ModelReady", name("mixed") + b"\x2b", grpc.StatusCode.INVALID_ARGUMENT, "groups are not part"),
+        ]
+        big = name("nope") + field(99) * (N * 2 // 3)
+        before = server.status()
+        server.reset_peak()
+        code, details = call("ModelMetadata", big)
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED, details
+        if RSS_BOUNDS_HOLD:
+            peak = server.status("VmHWM") - before
+            assert peak < len(big) + 32 * MiB, f"peak +{peak / MiB:.0f} MiB for {len(big) / MiB:.0f} MiB"
+        for method, message, expected, mentions in cases:
+            code, details = call(method, message)
+            assert code == expected and mentions in details, f"{method}: {code} {details}"
+        # A newer client's few unknown fields are fine; so is every RPC as the stubs send it.
+        code, _ = call("ModelMetadata", name("mixed") + field(99) * 10)
+        assert code == grpc.StatusCode.OK
+    stub = server.stub()
+    assert stub.ModelMetadata(pb.ModelMetadataRequest(name="mixed")).name == "mixed"
+    assert stub.ServerLive(pb.ServerLiveRequest()).live

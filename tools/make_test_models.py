@@ -37,6 +37,8 @@ With --test-out TEST as well (models only the protocol tests use, kept out of th
   TEST/halves/model.onnx  the same for fp16 and bf16 (which the gRPC protocol carries raw only)
   TEST/wrong_shape/model.onnx  y = reshape(x f32[1,4], s i64[2]), y declared f32[1,8] (a wrong static
                           output shape for s = [1,4])
+  TEST/zeros/model.onnx   n i64[1] -> y f32[n] zeros: a 3 MiB reply to a 100-byte request
+  TEST/spin/model.onnx    n i64[1] -> y f32[1] = n after n Loop iterations: a slow run without memory
 
 opset 17, ir_version 8 (accepted by ONNX Runtime 1.29).
 """
@@ -272,6 +274,49 @@ def make_wrong_shape():
     return finish(graph, "y = reshape(x, s), f32[1,4] for s = [1,4], with y declared f32[1,8]", full_check=False)
 
 
+def make_zeros():
+    """A reply far larger than its request: n i64[1] -> y f32[n] of zeros."""
+    zero = helper.make_tensor("zero", TensorProto.FLOAT, [1], [0.0])
+    nodes = [helper.make_node("ConstantOfShape", ["n"], ["y"], name="zeros", value=zero)]
+    graph = helper.make_graph(
+        nodes, "zeros",
+        [helper.make_tensor_value_info("n", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])],
+    )
+    return finish(graph, "y = n zeros (ConstantOfShape)")
+
+
+def make_spin():
+    """A run as long as asked that uses no memory: n i64[1] -> y f32[1] = n, counted by n Loop iterations."""
+    one = numpy_helper.from_array(np.array(1, dtype=np.float32), "one")
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep_going"),
+         helper.make_node("Add", ["v_in", "one"], ["v_out"], name="count")],
+        "spin_body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_in", TensorProto.FLOAT, [])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [])],
+        initializer=[one],
+    )
+    start = numpy_helper.from_array(np.array(0, dtype=np.float32), "start")
+    go = numpy_helper.from_array(np.array(True), "go")
+    scalar = numpy_helper.from_array(np.array([], dtype=np.int64), "scalar")
+    nodes = [
+        helper.make_node("Reshape", ["n", "scalar"], ["trips"], name="trips"),
+        helper.make_node("Loop", ["trips", "go", "start"], ["count"], name="spin", body=body),
+        helper.make_node("Reshape", ["count", "shape1"], ["y"], name="y"),
+    ]
+    graph = helper.make_graph(
+        nodes, "spin",
+        [helper.make_tensor_value_info("n", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+        initializer=[start, go, scalar, numpy_helper.from_array(np.array([1], dtype=np.int64), "shape1")],
+    )
+    return finish(graph, "y = n, after n Loop iterations: a slow run that needs no memory")
+
+
 def write(model, out_dir, name, quiet=False):
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
@@ -334,6 +379,8 @@ def main(argv):
         write(make_identity(IDENTITY_TYPES, "identity"), args.test_out, "identity")
         write(make_identity(HALF_TYPES, "halves"), args.test_out, "halves")
         write(make_wrong_shape(), args.test_out, "wrong_shape")
+        write(make_zeros(), args.test_out, "zeros")
+        write(make_spin(), args.test_out, "spin")
     return 0
 
 

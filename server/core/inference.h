@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -33,6 +34,14 @@ struct InferRequest {
   // BYTES "value:index[:label]", the top K per batch row (see classification.h).
   std::map<std::string, int64_t> classification;
 };
+
+// parameters.keep_alive as every front end reads it: an integer of
+// milliseconds, at most kMaxKeepAliveMs (365 days; ebb/model_config.h), a
+// negative one meaning never unload. `ms` is the value when the wire held an
+// integer that fits int64 (nullopt otherwise: a fraction, a string, a bool,
+// an integer past int64); `as_sent` quotes what the client sent, for the
+// message. Errors: kInvalidArgument naming the parameter and the range.
+Result<int64_t> CheckKeepAlive(std::optional<int64_t> ms, std::string_view as_sent);
 
 // Its answer: the outputs in the order requested (model order when all).
 struct InferResponse {

@@ -58,7 +58,10 @@ class InferenceService::InFlight {
 };
 
 InferenceService::InferenceService(Runtime& runtime, ServiceOptions options)
-    : runtime_(runtime), options_(options), admission_(options.workers, options.queue) {}
+    : runtime_(runtime),
+      options_(options),
+      admission_(options.workers, options.queue),
+      request_bytes_(options.max_request_bytes_in_flight) {}
 
 InferenceService::~InferenceService() = default;
 
@@ -245,6 +248,15 @@ Result<InferResponse> InferenceService::Infer(const std::string& model, const st
   };
 
   auto step = Clock::now();
+  Admission::Ticket ticket = admission_.Enter();
+  t.queue = NanosSince(step);
+  if (!ticket.admitted()) {
+    return finish(Unavailable("server busy: " + std::to_string(admission_.workers()) + " inferences running and " +
+                              std::to_string(admission_.queue()) + " waiting; retry later"));
+  }
+  t.admitted = true;
+
+  step = Clock::now();
   Result<InferRequest> request = decode();
   t.input = NanosSince(step);
   if (!request.ok()) return finish(request.status());
@@ -253,15 +265,6 @@ Result<InferResponse> InferenceService::Infer(const std::string& model, const st
       return finish(InvalidArgument("output '" + output + "': parameters.classification must be a positive integer"));
     }
   }
-
-  step = Clock::now();
-  Admission::Ticket ticket = admission_.Enter();
-  t.queue = NanosSince(step);
-  if (!ticket.admitted()) {
-    return finish(Unavailable("server busy: " + std::to_string(admission_.workers()) + " inferences running and " +
-                              std::to_string(admission_.queue()) + " waiting; retry later"));
-  }
-  t.admitted = true;
   InferResponse response{model, *resolved, request->id, {}};
   Status st = repository_->RunWithRecovery(
       model, *resolved, request->keep_alive_ms,
@@ -451,6 +454,10 @@ void InferenceService::RegisterCollectors() {
   });
   metrics_.AddCollector("ebb_inference_queued", "Inferences waiting for a worker now.", [this] {
     return std::vector<std::pair<Labels, double>>{{{}, static_cast<double>(admission_.waiting())}};
+  });
+  metrics_.AddCollector("ebb_request_bytes_in_flight",
+                        "Request bytes held now by HTTP and gRPC together (--max-body-bytes-in-flight).", [this] {
+    return std::vector<std::pair<Labels, double>>{{{}, static_cast<double>(request_bytes_.held())}};
   });
   metrics_.AddCollector("ebb_memory_budget_bytes", "Memory budget per device (0 = none).", [this] {
     std::vector<std::pair<Labels, double>> samples;

@@ -10,8 +10,13 @@
 // GrpcStatusFor in server/grpc/inference_api.cc).
 //
 // What is decided once, here, for every front end:
+//   * request bytes in flight: every front end charges what it holds of a
+//     request before decoding it to one budget, request_bytes()
+//     (byte_budget.h; --max-body-bytes-in-flight), so that it bounds HTTP and
+//     gRPC together;
 //   * admission: at most `workers` inferences run, `queue` more wait, beyond
-//     that kUnavailable ("server busy") at once;
+//     that kUnavailable ("server busy") at once. A request is decoded only
+//     once admitted: one waiting holds its bytes, not its tensors;
 //   * the model and version: resolved through the ModelRepository and its
 //     ModelPool (memory budget, on-demand loads, keep-alive, out-of-memory
 //     recovery); looking at a model (metadata, config, ready, statistics,
@@ -42,6 +47,7 @@
 #include <vector>
 
 #include "admission.h"
+#include "byte_budget.h"
 #include "ebb/runtime.h"
 #include "inference.h"
 #include "metrics.h"
@@ -53,6 +59,9 @@ struct ServiceOptions {
   size_t workers = 4;                             // inferences running at once
   size_t queue = 64;                              // inferences waiting; beyond: kUnavailable
   int64_t max_input_elements = int64_t{1} << 30;  // per input tensor; decoders enforce it
+  // Request bytes held at once by every front end together (request_bytes()):
+  // four requests at the default 256 MiB message limit (--max-body-bytes).
+  size_t max_request_bytes_in_flight = size_t{1} << 30;
 };
 
 class InferenceService {
@@ -105,9 +114,10 @@ class InferenceService {
 
   // --- Inference ------------------------------------------------------------
   // Decodes the request on the calling thread; called only once the model is
-  // known to exist, so that failures can be counted against it.
+  // known to exist, so that failures can be counted against it, and once the
+  // request is admitted, so that only running requests hold decoded tensors.
   using Decoder = std::function<Result<InferRequest>()>;
-  // Checks the model and version, decodes the request, waits for admission,
+  // Checks the model and version, waits for admission, decodes the request,
   // runs it (with the pool's out-of-memory recovery), classifies outputs, and
   // records the outcome. Errors: the decoder's, kInvalidArgument, kNotFound,
   // kUnavailable (busy, shutting down, not loaded, failed load),
@@ -125,6 +135,8 @@ class InferenceService {
 
   ModelRepository& repository() { return *repository_; }
   MetricsRegistry& metrics() { return metrics_; }
+  // The budget of request bytes in flight, which every front end charges.
+  ByteBudget& request_bytes() { return request_bytes_; }
 
  private:
   // Time spent in each step of one request, in nanoseconds.
@@ -157,6 +169,7 @@ class InferenceService {
   Runtime& runtime_;
   const ServiceOptions options_;
   Admission admission_;
+  ByteBudget request_bytes_;
   MetricsRegistry metrics_;                       // before repository_: its pool reports into it
   std::unique_ptr<ModelRepository> repository_;
   std::atomic<bool> shutting_down_{false};

@@ -32,6 +32,10 @@ Status GrpcServer::Start() {
   const size_t limit = std::min<size_t>(impl_->options.max_message_bytes, INT_MAX);
   builder.SetMaxReceiveMessageSize(static_cast<int>(limit));
   builder.SetMaxSendMessageSize(-1);  // replies are as large as the outputs
+  if (!impl_->options.compressed_requests) {
+    builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_DEFLATE, false);
+    builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_GZIP, false);
+  }
   for (const auto& [service, name] : impl_->services) builder.RegisterService(service);
   impl_->server = builder.BuildAndStart();
   if (!impl_->server || impl_->port == 0) {

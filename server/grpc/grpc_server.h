@@ -6,9 +6,13 @@
 // Check and Watch, answering SERVING until SetServing(false), for the whole
 // server "" and for each service added), and whatever comes next on the same
 // port (AddService). Messages are received up to `max_message_bytes` (larger
-// ones get RESOURCE_EXHAUSTED from gRPC itself) and sent without limit. gRPC
-// runs calls on its own threads; inference is bounded by the core's
-// admission queue, as over HTTP.
+// ones get RESOURCE_EXHAUSTED from gRPC itself), compressed ones only when
+// `compressed_requests`, and sent without limit. gRPC
+// receives a message whole before any handler sees it. ebb's services have
+// callback methods only (inference_api.h, modelmesh_api.h): they get the
+// callback completion queue, which ServerBuilder makes when a service has
+// one, and run what may block on worker threads of their own. Inference is
+// bounded by the core's admission queue, as over HTTP.
 //
 // Lifecycle: AddService() any number of times, then Start() once; Shutdown()
 // stops listening, cancels what is still open (health watches), and returns
@@ -33,6 +37,13 @@ struct GrpcOptions {
   std::string host = "127.0.0.1";        // loopback unless asked otherwise
   int port = 8001;                       // 0 picks a free port
   size_t max_message_bytes = 256u << 20;  // largest request message (ebb serve: --max-body-bytes)
+  // Accept gzip- and deflate-compressed requests (--grpc-compressed-requests).
+  // Off: gRPC 1.51 inflates a compressed message whole before it compares its
+  // size with max_message_bytes, so a 1 MB message that inflates to 1 GiB
+  // cost +1.1 GiB before RESOURCE_EXHAUSTED (measured). Refused, a compressed
+  // request gets UNIMPLEMENTED ("Compression algorithm 'gzip' is disabled")
+  // before any byte is inflated. Replies are never compressed.
+  bool compressed_requests = false;
 };
 
 class GrpcServer {

@@ -1,15 +1,19 @@
 #include "inference_api.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/proto_buffer_reader.h>
 
+#include <utility>
+#include <vector>
+
+#include "call_support.h"
 #include "core/model_configuration.h"
 #include "grpc_service.grpc.pb.h"
 #include "tensor_codec.h"
+#include "unary_call.h"
 
 namespace ebb::server {
 namespace {
-
-using grpc::ServerContext;
 
 void Describe(const std::vector<TensorInfo>& infos,
               google::protobuf::RepeatedPtrField<inference::ModelMetadataResponse::TensorMetadata>* out) {
@@ -99,32 +103,166 @@ Parameters RepositoryParameters(const Map& in) {
   return out;
 }
 
-class InferenceApi final : public inference::GRPCInferenceService::Service {
- public:
-  InferenceApi(InferenceService& core, bool model_id_header) : core_(core), model_id_header_(model_id_header) {}
+// The reply's ByteBuffer: the encoded head and field prefixes copied, each output's bytes a slice over its
+// tensor, which the slices keep alive (the response is shared by them and freed with the last).
+grpc::ByteBuffer ReplyBuffer(InferResponse response) {
+  auto owner = std::make_shared<const InferResponse>(std::move(response));
+  const EncodedInferResponse encoded = EncodeModelInferResponse(*owner);
+  std::vector<grpc::Slice> slices;
+  slices.reserve(1 + 2 * encoded.raw.size());
+  slices.emplace_back(encoded.head);
+  for (const EncodedInferResponse::Raw& raw : encoded.raw) {
+    slices.emplace_back(raw.prefix);
+    if (raw.data.empty()) continue;
+    auto* keep = new std::shared_ptr<const InferResponse>(owner);
+    slices.emplace_back(const_cast<char*>(raw.data.data()), raw.data.size(),
+                        [](void* p) { delete static_cast<std::shared_ptr<const InferResponse>*>(p); }, keep);
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
 
-  grpc::Status ServerLive(ServerContext*, const inference::ServerLiveRequest*,
-                          inference::ServerLiveResponse* out) override {
+class InferenceApi;
+
+// One ModelInfer call, from its bytes received to its reply taken (inference_api.h, steps 1-4). It deletes
+// itself when gRPC says the call is done.
+class InferCall final : public grpc::ServerUnaryReactor {
+ public:
+  InferCall(InferenceApi& api, grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+            grpc::ByteBuffer* reply)
+      : api_(api), context_(context), reply_(reply) {
+    // The bytes become the call's own, so that they can be freed once parsed: gRPC would keep them until the
+    // call ends, reply sent. The buffer is gRPC's per-call object, not const itself.
+    request_.Swap(const_cast<grpc::ByteBuffer*>(request));
+  }
+
+  void Start();
+  void OnDone() override;
+
+ private:
+  void Run();
+  grpc::Status Infer();
+  Result<InferRequest> Decode();
+
+  InferenceApi& api_;
+  grpc::CallbackServerContext* const context_;
+  grpc::ByteBuffer* const reply_;
+  grpc::ByteBuffer request_;
+  ByteBudget::Reservation reservation_;
+  uint64_t deadline_ = 0;  // the write deadline's id; 0 = none
+};
+
+// Every method a raw callback method: ModelInfer's message is received unparsed and handled by InferCall,
+// every other one is bounded before it is parsed (unary_call.h).
+using V2 = inference::GRPCInferenceService;
+using RawService = V2::WithRawCallbackMethod_ServerLive<
+    V2::WithRawCallbackMethod_ServerReady<V2::WithRawCallbackMethod_ModelReady<V2::WithRawCallbackMethod_ServerMetadata<
+        V2::WithRawCallbackMethod_ModelMetadata<V2::WithRawCallbackMethod_ModelInfer<
+            V2::WithRawCallbackMethod_ModelConfig<V2::WithRawCallbackMethod_ModelStatistics<
+                V2::WithRawCallbackMethod_RepositoryIndex<V2::WithRawCallbackMethod_RepositoryModelLoad<
+                    V2::WithRawCallbackMethod_RepositoryModelUnload<V2::Service>>>>>>>>>>>;
+
+class InferenceApi final : public RawService {
+ public:
+  InferenceApi(InferenceService& core, GrpcInferenceOptions options)
+      : core_(core), options_(std::move(options)), workers_(options_.threads) {}
+
+  InferenceService& core() { return core_; }
+  const GrpcInferenceOptions& options() const { return options_; }
+  WorkerThreads& workers() { return workers_; }
+  WriteDeadlines& deadlines() { return deadlines_; }
+
+  // The model a request is for: the mm-model-id header when honoured and present, else its name field.
+  std::string ModelName(const grpc::ServerContextBase* context, const std::string& field) const {
+    if (!options_.model_id_header) return field;
+    const auto& metadata = context->client_metadata();
+    auto it = metadata.find(kModelIdHeader);
+    return it == metadata.end() ? field : std::string(it->second.data(), it->second.size());
+  }
+
+  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* reply) override {
+    auto* call = new InferCall(*this, context, request, reply);
+    call->Start();
+    return call;
+  }
+
+  grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+                                       grpc::ByteBuffer* out) override {
+    return Serve(context, in, out, &InferenceApi::DoServerLive, kInline);
+  }
+  grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+                                        grpc::ByteBuffer* out) override {
+    return Serve(context, in, out, &InferenceApi::DoServerReady, kInline);
+  }
+  grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+                                       grpc::ByteBuffer* out) override {
+    return Serve(context, in, out, &InferenceApi::DoModelReady, kOnWorker);
+  }
+  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+                                           grpc::ByteBuffer* out) override {
+    return Serve(context, in, out, &InferenceApi::DoServerMetadata, kInline);
+  }
+  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+                                          grpc::ByteBuffer* out) override {
+    return Serve(context, in, out, &InferenceApi::DoModelMetadata, kOnWorker);
+  }
+  grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+                                        grpc::ByteBuffer* out) override {
+    return Serve(context, in, out, &InferenceApi::DoModelConfig, kOnWorker);
+  }
+  grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+                                            grpc::ByteBuffer* out) override {
+    return Serve(context, in, out, &InferenceApi::DoModelStatistics, kOnWorker);
+  }
+  grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+                                            grpc::ByteBuffer* out) override {
+    return Serve(context, in, out, &InferenceApi::DoRepositoryIndex, kOnWorker);
+  }
+  grpc::ServerUnaryReactor* RepositoryModelLoad(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+                                                grpc::ByteBuffer* out) override {
+    return Serve(context, in, out, &InferenceApi::DoRepositoryModelLoad, kOnWorker);
+  }
+  grpc::ServerUnaryReactor* RepositoryModelUnload(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+                                                  grpc::ByteBuffer* out) override {
+    return Serve(context, in, out, &InferenceApi::DoRepositoryModelUnload, kOnWorker);
+  }
+
+ private:
+  // Serves a unary RPC (unary_call.h) with its typed handler below, inline or on the workers.
+  enum Where { kInline, kOnWorker };
+  template <typename Request, typename Response>
+  grpc::ServerUnaryReactor* Serve(
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* in, grpc::ByteBuffer* out,
+      grpc::Status (InferenceApi::*handler)(const grpc::ServerContextBase*, const Request&, Response*), Where where) {
+    return ServeUnary<Request, Response>(context, in, out, where == kInline ? nullptr : &workers_,
+                                         [this, context, handler](const Request& request, Response* response) {
+                                           return (this->*handler)(context, request, response);
+                                         });
+  }
+
+  // The typed handlers; ServerLive, ServerReady and ServerMetadata never block.
+  grpc::Status DoServerLive(const grpc::ServerContextBase*, const inference::ServerLiveRequest&,
+                            inference::ServerLiveResponse* out) {
     out->set_live(core_.Live());
     return grpc::Status::OK;
   }
 
-  grpc::Status ServerReady(ServerContext*, const inference::ServerReadyRequest*,
-                           inference::ServerReadyResponse* out) override {
+  grpc::Status DoServerReady(const grpc::ServerContextBase*, const inference::ServerReadyRequest&,
+                             inference::ServerReadyResponse* out) {
     out->set_ready(core_.Ready());
     return grpc::Status::OK;
   }
 
-  grpc::Status ModelReady(ServerContext* context, const inference::ModelReadyRequest* in,
-                          inference::ModelReadyResponse* out) override {
-    Result<bool> ready = core_.ModelReady(ModelName(context, in->name()), in->version());
+  grpc::Status DoModelReady(const grpc::ServerContextBase* context, const inference::ModelReadyRequest& in,
+                            inference::ModelReadyResponse* out) {
+    Result<bool> ready = core_.ModelReady(ModelName(context, in.name()), in.version());
     if (!ready.ok()) return GrpcStatusFor(ready.status());
     out->set_ready(*ready);
     return grpc::Status::OK;
   }
 
-  grpc::Status ServerMetadata(ServerContext*, const inference::ServerMetadataRequest*,
-                              inference::ServerMetadataResponse* out) override {
+  grpc::Status DoServerMetadata(const grpc::ServerContextBase*, const inference::ServerMetadataRequest&,
+                                inference::ServerMetadataResponse* out) {
     const server::ServerMetadata m = core_.Metadata();
     out->set_name(m.name);
     out->set_version(m.version);
@@ -132,9 +270,9 @@ class InferenceApi final : public inference::GRPCInferenceService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status ModelMetadata(ServerContext* context, const inference::ModelMetadataRequest* in,
-                             inference::ModelMetadataResponse* out) override {
-    Result<server::ModelMetadata> m = core_.DescribeModel(ModelName(context, in->name()), in->version());
+  grpc::Status DoModelMetadata(const grpc::ServerContextBase* context, const inference::ModelMetadataRequest& in,
+                               inference::ModelMetadataResponse* out) {
+    Result<server::ModelMetadata> m = core_.DescribeModel(ModelName(context, in.name()), in.version());
     if (!m.ok()) return GrpcStatusFor(m.status());
     out->set_name(m->name);
     for (const std::string& v : m->versions) out->add_versions(v);
@@ -144,36 +282,25 @@ class InferenceApi final : public inference::GRPCInferenceService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status ModelInfer(ServerContext* context, const inference::ModelInferRequest* in,
-                          inference::ModelInferResponse* out) override {
-    Result<InferResponse> response = core_.Infer(ModelName(context, in->model_name()), in->model_version(), [&] {
-      return DecodeModelInferRequest(*in, core_.options().max_input_elements);
-    });
-    if (!response.ok()) return GrpcStatusFor(response.status());
-    EncodeModelInferResponse(*response, out);
-    return grpc::Status::OK;
-  }
-
-  grpc::Status ModelConfig(ServerContext* context, const inference::ModelConfigRequest* in,
-                           inference::ModelConfigResponse* out) override {
-    Result<ModelConfiguration> c = core_.Configuration(ModelName(context, in->name()), in->version());
+  grpc::Status DoModelConfig(const grpc::ServerContextBase* context, const inference::ModelConfigRequest& in,
+                             inference::ModelConfigResponse* out) {
+    Result<ModelConfiguration> c = core_.Configuration(ModelName(context, in.name()), in.version());
     if (!c.ok()) return GrpcStatusFor(c.status());
     FillConfig(*c, out->mutable_config());
     return grpc::Status::OK;
   }
 
-  grpc::Status ModelStatistics(ServerContext* context, const inference::ModelStatisticsRequest* in,
-                               inference::ModelStatisticsResponse* out) override {
-    Result<std::vector<server::ModelStatistics>> stats =
-        core_.Statistics(ModelName(context, in->name()), in->version());
+  grpc::Status DoModelStatistics(const grpc::ServerContextBase* context, const inference::ModelStatisticsRequest& in,
+                                 inference::ModelStatisticsResponse* out) {
+    Result<std::vector<server::ModelStatistics>> stats = core_.Statistics(ModelName(context, in.name()), in.version());
     if (!stats.ok()) return GrpcStatusFor(stats.status());
     for (const server::ModelStatistics& s : *stats) FillStatistics(s, out->add_model_stats());
     return grpc::Status::OK;
   }
 
-  grpc::Status RepositoryIndex(ServerContext*, const inference::RepositoryIndexRequest* in,
-                               inference::RepositoryIndexResponse* out) override {
-    for (const ModelInfo& m : core_.Index(in->ready())) {
+  grpc::Status DoRepositoryIndex(const grpc::ServerContextBase*, const inference::RepositoryIndexRequest& in,
+                                 inference::RepositoryIndexResponse* out) {
+    for (const ModelInfo& m : core_.Index(in.ready())) {
       auto* entry = out->add_models();
       entry->set_name(m.name);
       entry->set_version(m.version);
@@ -183,28 +310,74 @@ class InferenceApi final : public inference::GRPCInferenceService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status RepositoryModelLoad(ServerContext*, const inference::RepositoryModelLoadRequest* in,
-                                   inference::RepositoryModelLoadResponse*) override {
-    return GrpcStatusFor(core_.Load(in->model_name(), RepositoryParameters(in->parameters())));
+  grpc::Status DoRepositoryModelLoad(const grpc::ServerContextBase*, const inference::RepositoryModelLoadRequest& in,
+                                     inference::RepositoryModelLoadResponse*) {
+    return GrpcStatusFor(core_.Load(in.model_name(), RepositoryParameters(in.parameters())));
   }
 
-  grpc::Status RepositoryModelUnload(ServerContext*, const inference::RepositoryModelUnloadRequest* in,
-                                     inference::RepositoryModelUnloadResponse*) override {
-    return GrpcStatusFor(core_.Unload(in->model_name(), RepositoryParameters(in->parameters())));
-  }
-
- private:
-  // The model a request is for: the mm-model-id header when honoured and present, else its name field.
-  std::string ModelName(const ServerContext* context, const std::string& field) const {
-    if (!model_id_header_) return field;
-    const auto& metadata = context->client_metadata();
-    auto it = metadata.find(kModelIdHeader);
-    return it == metadata.end() ? field : std::string(it->second.data(), it->second.size());
+  grpc::Status DoRepositoryModelUnload(const grpc::ServerContextBase*,
+                                       const inference::RepositoryModelUnloadRequest& in,
+                                       inference::RepositoryModelUnloadResponse*) {
+    return GrpcStatusFor(core_.Unload(in.model_name(), RepositoryParameters(in.parameters())));
   }
 
   InferenceService& core_;
-  const bool model_id_header_;
+  const GrpcInferenceOptions options_;
+  WriteDeadlines deadlines_;
+  WorkerThreads workers_;  // last: destroyed first, so that no work runs on what is gone
 };
+
+void InferCall::Start() {
+  ByteBudget& budget = api_.core().request_bytes();
+  reservation_ = budget.Reserve(request_.Length());
+  if (!reservation_.held()) {
+    return Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                               "server busy: the requests being received are over the server's budget of " +
+                                   std::to_string(budget.capacity()) +
+                                   " bytes (--max-body-bytes-in-flight, HTTP and gRPC together); retry later"));
+  }
+  api_.workers().Post([this] { Run(); });
+}
+
+void InferCall::Run() {
+  const grpc::Status status = Infer();
+  request_.Clear();
+  if (status.ok()) {
+    deadline_ = api_.deadlines().Watch(
+        context_->c_call(), WriteDeadlines::Clock::now() + std::chrono::seconds(api_.options().write_timeout_s));
+  }
+  Finish(status);
+}
+
+grpc::Status InferCall::Infer() {
+  Result<ScannedInferRequest> scanned = [&] {
+    grpc::ProtoBufferReader reader(&request_);
+    return ScanModelInferRequest(&reader, request_.Length(), api_.options().limits);
+  }();
+  if (!scanned.ok()) return GrpcStatusFor(scanned.status());
+  Result<InferResponse> response = api_.core().Infer(api_.ModelName(context_, scanned->model_name),
+                                                     scanned->model_version, [this] { return Decode(); });
+  if (!response.ok()) return GrpcStatusFor(response.status());
+  *reply_ = ReplyBuffer(std::move(response).value());
+  return grpc::Status::OK;
+}
+
+// Called by the core once the request is admitted.
+Result<InferRequest> InferCall::Decode() {
+  google::protobuf::Arena arena;
+  Result<const inference::ModelInferRequest*> parsed = [&] {
+    grpc::ProtoBufferReader reader(&request_);
+    return ParseModelInferRequest(&reader, &arena);
+  }();
+  request_.Clear();  // parsed (or refused): its bytes are in the arena now, and the tensors come next
+  if (!parsed.ok()) return parsed.status();
+  return DecodeModelInferRequest(**parsed, api_.core().options().max_input_elements);
+}
+
+void InferCall::OnDone() {
+  if (deadline_ != 0) api_.deadlines().Forget(deadline_);
+  delete this;
+}
 
 }  // namespace
 
@@ -223,8 +396,8 @@ grpc::Status GrpcStatusFor(const Status& status) {
   return grpc::Status(code, status.message());
 }
 
-std::unique_ptr<grpc::Service> MakeGrpcInferenceService(InferenceService& core, bool model_id_header) {
-  return std::make_unique<InferenceApi>(core, model_id_header);
+std::unique_ptr<grpc::Service> MakeGrpcInferenceService(InferenceService& core, GrpcInferenceOptions options) {
+  return std::make_unique<InferenceApi>(core, std::move(options));
 }
 
 }  // namespace ebb::server

@@ -4,23 +4,66 @@
 
 #include "inference_api.h"
 #include "model-runtime.grpc.pb.h"
+#include "unary_call.h"
 
 namespace ebb::server {
 namespace {
-
-using grpc::ServerContext;
 
 template <typename Request>
 ModelMeshLoad LoadOf(const Request& in) {
   return {in.modelid(), in.modeltype(), in.modelpath(), in.modelkey()};
 }
 
-class ModelRuntimeApi final : public mmesh::ModelRuntime::Service {
- public:
-  explicit ModelRuntimeApi(ModelMeshRuntime& runtime) : runtime_(runtime) {}
+// Every method a raw callback method, its message bounded before it is parsed (unary_call.h), its handler
+// run on the service's workers (a load blocks).
+using Mesh = mmesh::ModelRuntime;
+using RawService = Mesh::WithRawCallbackMethod_loadModel<
+    Mesh::WithRawCallbackMethod_unloadModel<Mesh::WithRawCallbackMethod_predictModelSize<
+        Mesh::WithRawCallbackMethod_modelSize<Mesh::WithRawCallbackMethod_runtimeStatus<Mesh::Service>>>>>;
 
-  grpc::Status runtimeStatus(ServerContext*, const mmesh::RuntimeStatusRequest*,
-                             mmesh::RuntimeStatusResponse* out) override {
+// Workers for ModelMesh's calls: it sends at most maxLoadingConcurrency loads at a time (1), and unloads
+// and size queries beside them.
+constexpr size_t kModelMeshThreads = 16;
+
+class ModelRuntimeApi final : public RawService {
+ public:
+  explicit ModelRuntimeApi(ModelMeshRuntime& runtime) : runtime_(runtime), workers_(kModelMeshThreads) {}
+
+  grpc::ServerUnaryReactor* runtimeStatus(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+                                          grpc::ByteBuffer* out) override {
+    return Serve(context, in, out, &ModelRuntimeApi::DoRuntimeStatus);
+  }
+  grpc::ServerUnaryReactor* loadModel(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+                                      grpc::ByteBuffer* out) override {
+    return Serve(context, in, out, &ModelRuntimeApi::DoLoadModel);
+  }
+  grpc::ServerUnaryReactor* unloadModel(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+                                        grpc::ByteBuffer* out) override {
+    return Serve(context, in, out, &ModelRuntimeApi::DoUnloadModel);
+  }
+  grpc::ServerUnaryReactor* predictModelSize(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+                                             grpc::ByteBuffer* out) override {
+    return Serve(context, in, out, &ModelRuntimeApi::DoPredictModelSize);
+  }
+  grpc::ServerUnaryReactor* modelSize(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+                                      grpc::ByteBuffer* out) override {
+    return Serve(context, in, out, &ModelRuntimeApi::DoModelSize);
+  }
+
+ private:
+  template <typename Request, typename Response>
+  grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
+                                  grpc::ByteBuffer* out,
+                                  grpc::Status (ModelRuntimeApi::*handler)(const grpc::ServerContextBase*,
+                                                                           const Request&, Response*)) {
+    return ServeUnary<Request, Response>(context, in, out, &workers_,
+                                         [this, context, handler](const Request& request, Response* response) {
+                                           return (this->*handler)(context, request, response);
+                                         });
+  }
+
+  grpc::Status DoRuntimeStatus(const grpc::ServerContextBase*, const mmesh::RuntimeStatusRequest&,
+                               mmesh::RuntimeStatusResponse* out) {
     const ModelMeshStatus s = runtime_.RuntimeStatus();
     out->set_status(mmesh::RuntimeStatusResponse::READY);
     out->set_capacityinbytes(static_cast<uint64_t>(s.capacity_bytes));
@@ -34,35 +77,37 @@ class ModelRuntimeApi final : public mmesh::ModelRuntime::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status loadModel(ServerContext* context, const mmesh::LoadModelRequest* in,
-                         mmesh::LoadModelResponse* out) override {
-    Result<int64_t> size = runtime_.LoadModel(LoadOf(*in), [context] { return context->IsCancelled(); });
+  grpc::Status DoLoadModel(const grpc::ServerContextBase* context, const mmesh::LoadModelRequest& in,
+                           mmesh::LoadModelResponse* out) {
+    Result<int64_t> size = runtime_.LoadModel(LoadOf(in), [context] { return context->IsCancelled(); });
     if (!size.ok()) return GrpcStatusFor(size.status());
     out->set_sizeinbytes(static_cast<uint64_t>(*size));
     return grpc::Status::OK;
   }
 
-  grpc::Status unloadModel(ServerContext*, const mmesh::UnloadModelRequest* in, mmesh::UnloadModelResponse*) override {
-    return GrpcStatusFor(runtime_.UnloadModel(in->modelid()));
+  grpc::Status DoUnloadModel(const grpc::ServerContextBase*, const mmesh::UnloadModelRequest& in,
+                             mmesh::UnloadModelResponse*) {
+    return GrpcStatusFor(runtime_.UnloadModel(in.modelid()));
   }
 
-  grpc::Status predictModelSize(ServerContext*, const mmesh::PredictModelSizeRequest* in,
-                                mmesh::PredictModelSizeResponse* out) override {
-    Result<int64_t> size = runtime_.PredictModelSize(LoadOf(*in));
+  grpc::Status DoPredictModelSize(const grpc::ServerContextBase*, const mmesh::PredictModelSizeRequest& in,
+                                  mmesh::PredictModelSizeResponse* out) {
+    Result<int64_t> size = runtime_.PredictModelSize(LoadOf(in));
     if (!size.ok()) return GrpcStatusFor(size.status());
     out->set_sizeinbytes(static_cast<uint64_t>(*size));
     return grpc::Status::OK;
   }
 
-  grpc::Status modelSize(ServerContext*, const mmesh::ModelSizeRequest* in, mmesh::ModelSizeResponse* out) override {
-    Result<int64_t> size = runtime_.ModelSize(in->modelid());
+  grpc::Status DoModelSize(const grpc::ServerContextBase*, const mmesh::ModelSizeRequest& in,
+                           mmesh::ModelSizeResponse* out) {
+    Result<int64_t> size = runtime_.ModelSize(in.modelid());
     if (!size.ok()) return GrpcStatusFor(size.status());
     out->set_sizeinbytes(static_cast<uint64_t>(*size));
     return grpc::Status::OK;
   }
 
- private:
   ModelMeshRuntime& runtime_;
+  WorkerThreads workers_;  // last: destroyed first, so that no work runs on what is gone
 };
 
 }  // namespace

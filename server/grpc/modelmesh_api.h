@@ -11,7 +11,9 @@
 // cancellation (client cancel or deadline) to the core, which undoes a load
 // whose caller went away.
 //
-// Thread safety: called concurrently on gRPC's threads.
+// Every RPC's message is bounded before it is parsed (unary_call.h); its
+// handler runs on one of the service's 16 workers (a load blocks).
+// Thread safety: called concurrently.
 #pragma once
 
 #include <grpcpp/impl/service_type.h>

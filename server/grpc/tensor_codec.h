@@ -11,19 +11,52 @@
 // `max_input_elements` per input) before anything is allocated. Outputs are
 // always answered raw, in the order of the response's outputs.
 //
+// The request is parsed (ParseModelInferRequest) into an arena, after the
+// scan of its wire form (infer_scan.h) has bounded what it holds; decoding
+// then checks names (each input and requested output once: hash sets, linear
+// in their number), datatypes, shapes and values. The reply is encoded in
+// pieces (EncodedInferResponse) so that the outputs' bytes go out from the
+// tensors themselves, without a copy into a message.
+//
 // Every error is kInvalidArgument naming the input or output.
 // Thread safety: pure functions.
 #pragma once
 
+#include <google/protobuf/arena.h>
+#include <google/protobuf/io/zero_copy_stream.h>
+
 #include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/inference.h"
 #include "grpc_service.pb.h"
 
 namespace ebb::server {
 
+// Parses a serialized ModelInferRequest (the whole of `wire`) into `arena`,
+// which owns the result. Errors: kInvalidArgument when protobuf refuses it.
+Result<const inference::ModelInferRequest*> ParseModelInferRequest(google::protobuf::io::ZeroCopyInputStream* wire,
+                                                                   google::protobuf::Arena* arena);
+
 Result<InferRequest> DecodeModelInferRequest(const inference::ModelInferRequest& request, int64_t max_input_elements);
 
-void EncodeModelInferResponse(const InferResponse& response, inference::ModelInferResponse* out);
+// A serialized ModelInferResponse in pieces: `head` holds every field but
+// raw_output_contents; then, per output in order, `prefix` (that field's tag
+// and length) and `data`, a view of the output tensor's bytes. Concatenated
+// they are the serialized response (protobuf merges concatenated messages).
+// REQUIRES: the response outlives the views.
+struct EncodedInferResponse {
+  struct Raw {
+    std::string prefix;
+    std::string_view data;
+  };
+  std::string head;
+  std::vector<Raw> raw;
+  size_t size() const;
+};
+
+EncodedInferResponse EncodeModelInferResponse(const InferResponse& response);
 
 }  // namespace ebb::server

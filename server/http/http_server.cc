@@ -111,11 +111,11 @@ class Connection;
 
 // What every connection shares: options, the event loop, the workers, counters and budgets.
 struct Transport {
-  Transport(RestApi& a, HttpOptions o)
+  Transport(RestApi& a, HttpOptions o, ByteBudget& budget)
       : api(a),
         options(std::move(o)),
         limits{options.max_header_bytes, options.max_uri_bytes, options.max_body_bytes},
-        body_budget(std::max(options.max_body_bytes_in_flight, options.max_body_bytes)),
+        body_budget(budget),
         io(static_cast<int>(std::max<size_t>(1, options.io_threads))),
         acceptor(asio::make_strand(io)),
         accept_retry(acceptor.get_executor()),
@@ -127,23 +127,16 @@ struct Transport {
   void Accept();
   void OnAccept(const error_code& ec, tcp::socket socket);
 
-  // The budget of body bytes in flight.
-  bool Reserve(size_t n) {
-    size_t held = body_bytes.load(std::memory_order_relaxed);
-    do {
-      if (held + n > body_budget) return false;
-    } while (!body_bytes.compare_exchange_weak(held, held + n, std::memory_order_relaxed));
-    return true;
-  }
-  void Unreserve(size_t n) { body_bytes.fetch_sub(n, std::memory_order_relaxed); }
+  // The budget of body bytes in flight (the core's, shared with gRPC).
+  bool Reserve(size_t n) { return body_budget.TryCharge(n); }
+  void Unreserve(size_t n) { body_budget.Release(n); }
 
   RestApi& api;
   const HttpOptions options;
   const FramingLimits limits;
-  const size_t body_budget;
+  ByteBudget& body_budget;
   std::atomic<size_t> connections{0};
   std::atomic<size_t> refusing{0};
-  std::atomic<size_t> body_bytes{0};
   std::atomic<bool> stopping{false};
   int port = 0;
   std::mutex mu;
@@ -603,11 +596,12 @@ void Transport::Stop() {
 }  // namespace
 
 struct HttpServer::Impl {
-  Impl(RestApi& api, HttpOptions options) : transport(api, std::move(options)) {}
+  Impl(RestApi& api, HttpOptions options, ByteBudget& budget) : transport(api, std::move(options), budget) {}
   Transport transport;
 };
 
-HttpServer::HttpServer(RestApi& api, HttpOptions options) : impl_(std::make_unique<Impl>(api, std::move(options))) {}
+HttpServer::HttpServer(RestApi& api, HttpOptions options, ByteBudget& body_budget)
+    : impl_(std::make_unique<Impl>(api, std::move(options), body_budget)) {}
 
 HttpServer::~HttpServer() = default;
 

@@ -17,7 +17,9 @@
 //   body body_timeout_s from the end of the header | any read read_timeout_s without a byte |
 //   a reply write_timeout_s. While a request runs there is no deadline.
 // Memory: a request's body is held whole until it has been answered; the bodies held at once
-// are bounded by max_body_bytes_in_flight (503 beyond), not by max_connections x max_body_bytes.
+// are bounded by the request byte budget (503 beyond), not by max_connections x max_body_bytes.
+// That budget is the core's (InferenceService::request_bytes(), --max-body-bytes-in-flight),
+// shared with the gRPC front end: it bounds the bytes held by both together.
 //
 // Lifecycle: Bind() once, then Serve() on one thread until Stop() is called from another.
 // Stop() closes the listening socket and the idle connections, lets requests already received
@@ -28,6 +30,7 @@
 #include <memory>
 #include <string>
 
+#include "core/byte_budget.h"
 #include "ebb/status.h"
 #include "rest_api.h"
 
@@ -48,11 +51,9 @@ struct HttpOptions {
   // Request line plus header fields (431 beyond); the request target alone (414 beyond).
   size_t max_header_bytes = 16u << 10;
   size_t max_uri_bytes = 8u << 10;
-  // One request's body after chunked decoding and decompression (413 beyond).
+  // One request's body after chunked decoding and decompression (413 beyond). The bodies held at
+  // once are charged to the budget given to the server (ServiceOptions::max_request_bytes_in_flight).
   size_t max_body_bytes = 256u << 20;
-  // Body bytes held by all requests being received or answered (503 beyond): four bodies at the
-  // default limit. Never less than max_body_bytes.
-  size_t max_body_bytes_in_flight = 1u << 30;
 
   // Seconds. read: longest wait for the next bytes of a request begun; write: to send a reply;
   // header / body: the whole header from its first byte / the whole body from the header's end
@@ -67,8 +68,9 @@ struct HttpOptions {
 
 class HttpServer {
  public:
-  // REQUIRES: `api` outlives the server.
-  HttpServer(RestApi& api, HttpOptions options);
+  // Bodies are charged to `body_budget` as they arrive, and given back once answered.
+  // REQUIRES: `api` and `body_budget` outlive the server.
+  HttpServer(RestApi& api, HttpOptions options, ByteBudget& body_budget);
   ~HttpServer();
 
   // Binds the listening socket (and raises the soft limit on open files to what max_connections

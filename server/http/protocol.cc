@@ -623,12 +623,9 @@ Status ParseRequestFields(const RequestFields& fields, RestInferRequest* rest) {
   }
   if (const auto it = (*params)->find("keep_alive"); it != (*params)->end()) {
     int64_t ms = 0;
-    if (!DecodeInteger(*it, &ms) || ms > kMaxKeepAliveMs) {
-      return InvalidArgument("parameters.keep_alive must be an integer (milliseconds) of at most " +
-                             std::to_string(kMaxKeepAliveMs) + " (365 days; negative: never unload), got " +
-                             Excerpt(*it));
-    }
-    request->keep_alive_ms = ms;
+    Result<int64_t> checked = CheckKeepAlive(DecodeInteger(*it, &ms) ? std::optional(ms) : std::nullopt, Excerpt(*it));
+    if (!checked.ok()) return checked.status();
+    request->keep_alive_ms = *checked;
   }
   return Status::Ok();
 }

@@ -44,7 +44,7 @@
 // "data", kMaxDataDepth within it; nothing recurses deeper than that. Error messages quote at most
 // 40 characters of a value and never serialise one recursively. A "data" that comes before its
 // input's "datatype" or "shape" is found first and decoded when the input object ends.
-// parameters.keep_alive must be at most kMaxKeepAliveMs (ebb/model_config.h).
+// parameters.keep_alive is checked by CheckKeepAlive (core/inference.h), as over gRPC.
 //
 // Thread safety: all functions are pure; call them from any thread.
 // Ownership: ParseInferRequest copies tensor data out of `body` into the returned tensors, so the
