@@ -807,6 +807,30 @@ def test_200000_output_names_are_refused_at_once_and_4096_are_checked_in_linear_
     assert server.stub().ModelInfer(tiny()).model_name == "tiny"
 
 
+def test_long_names_are_not_echoed_whole(server):
+    """Issue 17, finding 9: an error echoed a whole 100 KB model name, and the client then failed on the
+    reply's metadata size. Names in messages are clipped to 128 bytes and their length."""
+    long = "n" * 100_000
+    stub = server.stub()
+    cases = [pb.ModelInferRequest(model_name=long)]
+    bad_input = tiny()
+    bad_input.inputs[0].name = long
+    cases.append(bad_input)
+    bad_output = tiny()
+    bad_output.outputs.add(name=long)
+    cases.append(bad_output)
+    for request in cases:
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelInfer(request)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value.details()[:300]
+        assert "n" * 128 + "... (100000 bytes)" in e.value.details(), e.value.details()[:300]
+        assert len(e.value.details()) < 1000
+    with pytest.raises(grpc.RpcError) as e:
+        stub.ModelMetadata(pb.ModelMetadataRequest(name=long))
+    assert "... (100000 bytes)" in e.value.details() and len(e.value.details()) < 1000
+    assert stub.ModelInfer(tiny()).model_name == "tiny"
+
+
 def test_keep_alive_is_range_checked_as_over_http(server):
     stub = server.stub()
     message = "parameters.keep_alive must be an integer (milliseconds) of at most 31536000000 (365 days; negative: " \

@@ -196,7 +196,7 @@ Status DecodeOutputs(const inference::ModelInferRequest& request, InferRequest* 
   std::unordered_set<std::string_view> seen;
   seen.reserve(static_cast<size_t>(request.outputs_size()));
   for (const auto& output : request.outputs()) {
-    const std::string label = "output '" + output.name() + "'";
+    const std::string label = "output '" + Clip(output.name()) + "'";
     if (!seen.insert(output.name()).second) return InvalidArgument(label + " is requested twice");
     out->outputs.push_back(output.name());
     const auto k = output.parameters().find("classification");
@@ -256,8 +256,8 @@ Result<InferRequest> DecodeModelInferRequest(const inference::ModelInferRequest&
   seen.reserve(static_cast<size_t>(request.inputs_size()));
   for (int i = 0; i < request.inputs_size(); ++i) {
     const Input& input = request.inputs(i);
-    const std::string label = "input '" + input.name() + "'";
-    if (!seen.insert(input.name()).second) return InvalidArgument("duplicate input name '" + input.name() + "'");
+    const std::string label = "input '" + Clip(input.name()) + "'";
+    if (!seen.insert(input.name()).second) return InvalidArgument("duplicate " + label);
     const std::optional<DataType> type = ParseDataType(input.datatype());
     if (!type) return InvalidArgument(label + ": unknown datatype '" + input.datatype() + "'");
     Shape shape;
