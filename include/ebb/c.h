@@ -106,7 +106,8 @@ typedef enum ebb_code_t {
   EBB_UNAVAILABLE = 4,         /* a device or provider cannot be used right now */
   EBB_FAILED_PRECONDITION = 5, /* the object is not in a state that allows the call */
   EBB_CANCELLED = 6,           /* the caller asked to stop */
-  EBB_INTERNAL = 7             /* ONNX Runtime or ebb failed in an unexpected way */
+  EBB_INTERNAL = 7,            /* ONNX Runtime or ebb failed in an unexpected way */
+  EBB_CODE_MAX_ENUM = 0x7fffffff /* not a code: keeps the type an int for every value a caller passes */
 } ebb_code_t;
 
 typedef struct ebb_status_t ebb_status_t;
@@ -139,7 +140,8 @@ typedef enum ebb_dtype_t {
   EBB_BFLOAT16 = 10, /* bfloat16, as uint16_t bits */
   EBB_FLOAT32 = 11,
   EBB_FLOAT64 = 12,
-  EBB_BYTES = 13    /* ONNX strings: see ebb_tensor_create_strings */
+  EBB_BYTES = 13,   /* ONNX strings: see ebb_tensor_create_strings */
+  EBB_DTYPE_MAX_ENUM = 0x7fffffff /* not a type (as EBB_CODE_MAX_ENUM) */
 } ebb_dtype_t;
 
 /* "FP32", "INT64", ... ("" out of range); bytes per element (0 for EBB_BYTES and out of range). */
@@ -279,7 +281,8 @@ typedef enum ebb_arena_stat_t {
   EBB_ARENA_REGIONS = 4,     /* live regions */
   EBB_ARENA_EXTENSIONS = 5,  /* regions ever added */
   EBB_ARENA_SHRINKS = 6,     /* regions freed by shrinks */
-  EBB_ARENA_ALLOCATIONS = 7  /* allocations (ORT: NumAllocs) */
+  EBB_ARENA_ALLOCATIONS = 7, /* allocations (ORT: NumAllocs) */
+  EBB_ARENA_STAT_MAX_ENUM = 0x7fffffff /* not a figure (as EBB_CODE_MAX_ENUM) */
 } ebb_arena_stat_t;
 
 /* Reads every arena (the shared one, "cpu:shared", and each cached session's
@@ -461,7 +464,11 @@ EBB_EXPORT void ebb_pool_options_set_wait_for_capacity_ms(ebb_pool_options_t* op
 EBB_EXPORT void ebb_pool_options_set_keep_alive_ms(ebb_pool_options_t* options, int64_t ms);
 
 /* What the pool did (ebb::PoolEvent). */
-typedef enum ebb_pool_event_kind_t { EBB_POOL_EVENT_LOAD = 0, EBB_POOL_EVENT_EVICT = 1 } ebb_pool_event_kind_t;
+typedef enum ebb_pool_event_kind_t {
+  EBB_POOL_EVENT_LOAD = 0,
+  EBB_POOL_EVENT_EVICT = 1,
+  EBB_POOL_EVENT_MAX_ENUM = 0x7fffffff /* not a kind (as EBB_CODE_MAX_ENUM) */
+} ebb_pool_event_kind_t;
 EBB_EXPORT ebb_pool_event_kind_t ebb_pool_event_kind(const ebb_pool_event_t* event);
 EBB_EXPORT const char* ebb_pool_event_model(const ebb_pool_event_t* event);
 /* Load: a request needed it; how long it took. */
@@ -519,7 +526,12 @@ EBB_EXPORT int64_t ebb_pool_budget(const ebb_pool_t* pool, const char* device);
 EBB_EXPORT int64_t ebb_pool_used(const ebb_pool_t* pool, const char* device);
 
 /* Model states (ebb::PoolState): "UNAVAILABLE", "LOADING", "READY". */
-typedef enum ebb_pool_state_t { EBB_POOL_UNLOADED = 0, EBB_POOL_LOADING = 1, EBB_POOL_READY = 2 } ebb_pool_state_t;
+typedef enum ebb_pool_state_t {
+  EBB_POOL_UNLOADED = 0,
+  EBB_POOL_LOADING = 1,
+  EBB_POOL_READY = 2,
+  EBB_POOL_STATE_MAX_ENUM = 0x7fffffff /* not a state (as EBB_CODE_MAX_ENUM) */
+} ebb_pool_state_t;
 EBB_EXPORT const char* ebb_pool_state_name(ebb_pool_state_t state);
 /* The status of one model (a snapshot of one entry), or of every model. Never
  * loads, touches LRU order or evicts. Errors: EBB_NOT_FOUND (unknown model). */

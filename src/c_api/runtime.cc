@@ -258,8 +258,8 @@ int64_t ebb_memory_arena_stat(const ebb_memory_t* memory, size_t index, ebb_aren
     case EBB_ARENA_EXTENSIONS: return a->extensions;
     case EBB_ARENA_SHRINKS: return a->shrinks;
     case EBB_ARENA_ALLOCATIONS: return a->allocations;
+    default: return -1;
   }
-  return -1;
 }
 
 int64_t ebb_memory_find_arena(const ebb_memory_t* memory, const char* name) {
