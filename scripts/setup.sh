@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepare everything ebb needs to build and test:
 #   - Debian packages (compiler, cmake, test/bench libs, gRPC and protobuf,
-#     python3-onnx, python3-grpcio, python3-yaml, pybind11, ...)
+#     python3-onnx, python3-grpcio, python3-yaml, pybind11, the JDK and JUnit 5 for java/, ...)
 #   - ONNX Runtime 1.29.0 prebuilt (from the npm package of the Unity plugin)
 #     into third_party/onnxruntime/{include,lib}
 #   - optional CUDA execution provider (GPU=1)
@@ -67,6 +67,7 @@ APT_PACKAGES=(
     pybind11-dev python3-dev python3-pytest python3-venv python3-pip python3-setuptools python3-wheel
     libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc python3-grpcio
     python3-yaml
+    openjdk-17-jdk-headless junit5
 )
 
 pkg_installed() {
