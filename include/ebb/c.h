@@ -555,8 +555,8 @@ EBB_EXPORT uint64_t ebb_pool_snapshot_loads(const ebb_pool_snapshot_t* snapshot,
 /* --- Benchmark support ---------------------------------------------------------
  * The C++ baseline of `make java-bench`: runs `session` `iterations` times on
  * the inputs by ebb::Session::Run called from C++ (no binding between runs),
- * with ends_operation as given, and writes each run's wall time and process CPU
- * time in seconds to wall_seconds[i] and cpu_seconds[i] (arrays of
+ * with ends_operation as given, and writes each run's wall time and the calling
+ * thread's CPU time in seconds to wall_seconds[i] and cpu_seconds[i] (arrays of
  * `iterations`; either may be NULL). Outputs are discarded. Same threading as
  * ebb_session_run. Errors: the first failed run's. */
 EBB_EXPORT ebb_status_t* ebb_bench_time_runs(ebb_session_t* session, const char* const* input_names,
