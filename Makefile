@@ -12,7 +12,7 @@ PORT  ?= 8000
 setup:
 	GPU=$(GPU) bash scripts/setup.sh
 
-$(BUILD)/CMakeCache.txt: CMakeLists.txt tests/CMakeLists.txt python/CMakeLists.txt | setup
+$(BUILD)/CMakeCache.txt: CMakeLists.txt tests/CMakeLists.txt tests/c/CMakeLists.txt python/CMakeLists.txt java/CMakeLists.txt | setup
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
 build: setup $(BUILD)/CMakeCache.txt
