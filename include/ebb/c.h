@@ -80,6 +80,7 @@ extern "C" {
 #endif
 
 /* --- Versions ----------------------------------------------------------------
+ * Threads: any, at any time. Ownership: returned strings are static.
  * EBB_ABI_VERSION is the soname's major number (libebb.so.1). It changes only
  * when a function of this header changes its signature or meaning, or is
  * removed; new functions are added without changing it. */
@@ -95,7 +96,9 @@ EBB_EXPORT const char* ebb_ort_version(void);
 /* Frees a string this API returned as `char*`. NULL is fine. */
 EBB_EXPORT void ebb_free(void* p);
 
-/* --- Status: the one error channel ---------------------------------------- */
+/* --- Status: the one error channel ------------------------------------------
+ * Threads: a status is a plain value (read it from any thread; destroy it once).
+ * Ownership: every status a function returns is the caller's (ebb_status_destroy). */
 
 /* ebb::StatusCode, value for value. */
 typedef enum ebb_code_t {
@@ -123,7 +126,12 @@ EBB_EXPORT void ebb_status_destroy(ebb_status_t* status);
 /* "ok", "invalid_argument", ..., as ebb::StatusCodeName; "unknown" out of range. Static storage. */
 EBB_EXPORT const char* ebb_code_name(ebb_code_t code);
 
-/* --- Element types and tensors -------------------------------------------- */
+/* --- Element types and tensors ----------------------------------------------
+ * Threads: a tensor may be read by any number of threads at once (several runs may
+ * take it as an input); creating, writing and destroying it must not overlap any
+ * other use. A tensor list is used by one thread at a time.
+ * Ownership: created tensors and lists are the caller's; a borrowed tensor's data
+ * stays the caller's; pointers into a tensor or list live as long as it does. */
 
 /* ebb::DataType, value for value (names as the KServe protocol: FP32, INT64, ...). */
 typedef enum ebb_dtype_t {
@@ -213,7 +221,11 @@ EBB_EXPORT ebb_tensor_t* ebb_tensors_take(ebb_tensors_t* list, size_t index);
 /* Frees the list and every tensor not taken. */
 EBB_EXPORT void ebb_tensors_destroy(ebb_tensors_t* list);
 
-/* --- Runtime: one memory policy, one session cache (ebb::Runtime) ---------- */
+/* --- Runtime: one memory policy, one session cache (ebb::Runtime) ------------
+ * Threads: every function on a runtime may be called from any number of threads at
+ * once (loads and trims may block). Load options are a plain value (one writer).
+ * Ownership: a runtime, each session handle a load returns and load options are the
+ * caller's; a runtime keeps nothing of the options after a call. */
 
 typedef struct ebb_runtime_t ebb_runtime_t;
 typedef struct ebb_session_t ebb_session_t;
@@ -268,7 +280,10 @@ EBB_EXPORT ebb_status_t* ebb_runtime_trim(ebb_runtime_t* runtime);
 EBB_EXPORT uint64_t ebb_runtime_load_count(const ebb_runtime_t* runtime);
 EBB_EXPORT size_t ebb_runtime_cached_count(const ebb_runtime_t* runtime);
 
-/* --- Memory readings (ebb::MemoryReading) --------------------------------- */
+/* --- Memory readings (ebb::MemoryReading) -------------------------------------
+ * Threads: reading a runtime's memory may happen on any thread, concurrently with
+ * runs; a reading is a plain value. Ownership: the caller's (ebb_memory_destroy);
+ * its strings live as long as it does. */
 
 typedef struct ebb_memory_t ebb_memory_t;
 
@@ -306,7 +321,11 @@ EBB_EXPORT int64_t ebb_memory_gpu(const ebb_memory_t* memory, size_t index, int6
 /* The whole reading as JSON (ebb::MemoryReading::ToJson). */
 EBB_EXPORT const char* ebb_memory_json(const ebb_memory_t* memory);
 
-/* --- Sessions: a loaded model and the run boundary (ebb::Session) ---------- */
+/* --- Sessions: a loaded model and the run boundary (ebb::Session) -------------
+ * Threads: every function on a session may be called from any number of threads at
+ * once, runs included. Ownership: a handle is the caller's (except a lease's, which
+ * is borrowed); its strings and shapes live as long as the handle; a run's inputs
+ * stay the caller's, its outputs are new and the caller's. */
 
 /* Drops this handle; the loaded model stays in the cache (ebb_runtime_unload_*). */
 EBB_EXPORT void ebb_session_destroy(ebb_session_t* session);
@@ -366,7 +385,12 @@ EBB_EXPORT ebb_status_t* ebb_session_run_into(ebb_session_t* session, const char
                                               const char* const* output_names, ebb_tensor_t* const* outputs,
                                               size_t output_count);
 
-/* --- Operations: several runs, released once (ebb::Operation) -------------- */
+/* --- Operations: several runs, released once (ebb::Operation) -----------------
+ * Threads: an ebb_operation_t is driven by one thread at a time; ready-made
+ * operations may run on several threads at once (each call is its own operation);
+ * a control is set up by one thread, then ebb_control_cancel may come from any.
+ * Ownership: operations, controls and results are the caller's; a control passed to
+ * an operation is borrowed for the operation's life. */
 
 /* Progress of an operation: `done` runs of `total` (0: not planned). Called on
  * the thread running the operation, after every run. Return non-zero to
@@ -443,7 +467,12 @@ EBB_EXPORT ebb_status_t* ebb_run_pipeline(ebb_runtime_t* runtime, ebb_session_t*
                                           const ebb_tensor_t* const* frames, size_t frame_count,
                                           ebb_control_t* control, ebb_tensors_t** results);
 
-/* --- The model pool: many models within a memory budget (ebb::ModelPool) --- */
+/* --- The model pool: many models within a memory budget (ebb::ModelPool) ------
+ * Threads: every function on a pool may be called from any number of threads at
+ * once (acquires and loads may block); a lease's session is a session (any
+ * threads); a lease is destroyed once; options and snapshots are plain values.
+ * Ownership: pools, leases, options and snapshots are the caller's; a lease's
+ * session is borrowed from it. */
 
 typedef struct ebb_pool_t ebb_pool_t;
 typedef struct ebb_lease_t ebb_lease_t;
