@@ -171,9 +171,9 @@ EBB_EXPORT ebb_status_t* ebb_tensor_create_copy(ebb_dtype_t dtype, const int64_t
  * while a run reads it, until the tensor is destroyed. ebb reads a borrowed
  * input and never writes it; only ebb_session_run_into writes into a borrowed
  * output (and ebb_tensor_mutable_data hands the pointer back).
- * REQUIRES nothing else: `byte_size` must equal the element count times the
- * element size and `data` must be aligned for the type, or the call fails
- * with EBB_INVALID_ARGUMENT. Not for EBB_BYTES. */
+ * Checked here: `byte_size` must equal the element count times the element
+ * size and `data` must be aligned for the type (else EBB_INVALID_ARGUMENT).
+ * Not for EBB_BYTES. */
 EBB_EXPORT ebb_status_t* ebb_tensor_borrow(ebb_dtype_t dtype, const int64_t* shape, size_t rank, void* data,
                                            size_t byte_size, ebb_tensor_t** out);
 /* An EBB_BYTES tensor of `shape` holding `values[i]` (`lengths[i]` bytes each,
