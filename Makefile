@@ -7,12 +7,12 @@ GPU   ?= 0
 HOST  ?= 127.0.0.1
 PORT  ?= 8000
 
-.PHONY: setup build test run demo bench clean asan tsan fuzz fuzz-smoke soak soak-smoke gpu-bundle
+.PHONY: setup build test run demo bench java-bench clean asan tsan fuzz fuzz-smoke soak soak-smoke gpu-bundle
 
 setup:
 	GPU=$(GPU) bash scripts/setup.sh
 
-$(BUILD)/CMakeCache.txt: CMakeLists.txt tests/CMakeLists.txt python/CMakeLists.txt | setup
+$(BUILD)/CMakeCache.txt: CMakeLists.txt tests/CMakeLists.txt tests/c/CMakeLists.txt python/CMakeLists.txt java/CMakeLists.txt | setup
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
 build: setup $(BUILD)/CMakeCache.txt
@@ -36,6 +36,11 @@ bench: build
 	$(BUILD)/ebb bench footprint --json
 	$(BUILD)/ebb bench modelmesh --json
 	PYTHONPATH=$(BUILD)/python /usr/bin/python3 python/bench/bench_python.py --json
+
+# The Java binding's cost over the C++ run boundary (goal <= 1.05) and the 50-session arena figures,
+# as JSON with its goals (java/src/bench/java/dev/ebb/bench/JavaBench.java).
+java-bench: build
+	sh $(BUILD)/java/java-bench.sh
 
 # Sanitizers: the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan, -O1)
 # and under ThreadSanitizer (build-tsan). Suppressions and ignore_noninstrumented_modules cover only the

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Prepare everything ebb needs to build and test:
 #   - Debian packages (compiler, cmake, test/bench libs, gRPC and protobuf,
-#     python3-onnx, python3-grpcio, python3-yaml, pybind11, Blender and Xvfb
-#     for the add-on's tests, ...)
+#     python3-onnx, python3-grpcio, python3-yaml, pybind11, Blender and Xvfb for the add-on's tests,
+#     the JDK and JUnit 5 for java/, ...)
 #   - ONNX Runtime 1.29.0 prebuilt (from the npm package of the Unity plugin)
 #     into third_party/onnxruntime/{include,lib}
 #   - optional CUDA execution provider (GPU=1)
@@ -69,6 +69,7 @@ APT_PACKAGES=(
     libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc python3-grpcio
     python3-yaml
     blender xvfb xauth
+    openjdk-17-jdk-headless junit5
 )
 
 pkg_installed() {

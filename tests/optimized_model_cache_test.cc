@@ -532,6 +532,7 @@ TEST_F(OptimizedModelCacheTest, HeaderThatIsALinkADeviceAFifoOrHugeIsRefusedAtOn
       EXPECT_LT(peak - before, 64 * testing::kMiB) << "RSS before " << before << ", peak " << peak;
     }
   }
+}
 
 // Each Runtime here is a fresh process's view: nothing in its session cache, only the folder.
 TEST_F(OptimizedModelCacheTest, ExternalWeightsAreKeyedAndStoredInTheEntry) {

@@ -60,9 +60,12 @@ fi
 # 2. The install into the image's layout. --strip: no debug sections in the image.
 prefix=$root/opt/ebb
 rm -rf -- "$prefix"
-install_args=(--prefix "$prefix" --strip)
-((models)) || install_args+=(--component runtime)
-cmake --install "$build_dir" "${install_args[@]}" >/dev/null
+# The components `runtime` (the server) and `models`, not `c_api` (libebb.so for C programs, which
+# the image does not need).
+cmake --install "$build_dir" --prefix "$prefix" --strip --component runtime >/dev/null
+if ((models)); then
+    cmake --install "$build_dir" --prefix "$prefix" --strip --component models >/dev/null
+fi
 [[ -x $prefix/bin/ebb ]] || die "the install put no bin/ebb into $prefix"
 log "installed into $prefix"
 
