@@ -30,6 +30,7 @@
 #include <set>
 
 #include "ebb/model_signature.h"
+#include "file_access.h"
 #include "protobuf_cursor.h"
 
 namespace ebb::detail {
@@ -145,16 +146,6 @@ Status ParseGraph(Cursor& c, int depth, Locations* out) {
       return ParseSparseTensor(sub, out);
     });
   });
-}
-
-// Whether canonical `path` is `root` or below it, component by component.
-bool Inside(const fs::path& root, const fs::path& path) {
-  auto r = root.begin(), p = path.begin();
-  for (; r != root.end(); ++r, ++p) {
-    if (r->empty()) continue;  // a trailing separator
-    if (p == path.end() || *r != *p) return false;
-  }
-  return true;
 }
 
 int64_t Nanoseconds(const struct timespec& t) { return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec; }
@@ -279,7 +270,7 @@ Result<std::string> ResolveExternalDataFile(const std::string& model_path, const
   }
   const fs::path real = fs::canonical(path, ec);
   if (ec) return FailedPrecondition(named + " cannot be resolved: " + ec.message());
-  if (!Inside(real_folder, real)) {
+  if (!PathInside(real_folder, real)) {
     return InvalidArgument(named + " resolves outside the model's folder (to " + real.string() +
                            "); a link out of the folder is refused");
   }

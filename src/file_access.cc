@@ -31,16 +31,6 @@ Result<std::string> RealPath(const std::string& path) {
   return text;
 }
 
-// Whether canonical `path` is `root` or below (component-wise: "/models2" is not under "/models").
-bool Inside(const fs::path& root, const fs::path& path) {
-  auto r = root.begin(), p = path.begin();
-  for (; r != root.end(); ++r, ++p) {
-    if (r->empty()) continue;  // a trailing separator
-    if (p == path.end() || *r != *p) return false;
-  }
-  return true;
-}
-
 const char* KindOf(mode_t mode) {
   if (S_ISDIR(mode)) return "a folder";
   if (S_ISFIFO(mode)) return "a FIFO";
@@ -117,7 +107,7 @@ Result<CheckedFile> CheckedFile::Open(const std::string& path, const FileRules& 
     root = *real_root;
     Result<std::string> real = RealPath(path);
     if (!real.ok()) return InvalidArgument(what + " '" + path + "' " + real.status().message());
-    if (!Inside(root, *real)) return InvalidArgument(what + " '" + path + "' resolves outside " + root + ": refused");
+    if (!PathInside(root, *real)) return InvalidArgument(what + " '" + path + "' resolves outside " + root + ": refused");
     target = *real;
   }
   // O_NONBLOCK: opening a FIFO with no writer, or a device, returns at once (fstat then refuses it).
@@ -133,7 +123,7 @@ Result<CheckedFile> CheckedFile::Open(const std::string& path, const FileRules& 
     // What was opened, not what the path said a moment before: a folder on the way swapped for a link
     // in between shows here.
     const std::string opened = PathOfDescriptor(fd);
-    if (!opened.empty() && !Inside(root, opened)) {
+    if (!opened.empty() && !PathInside(root, opened)) {
       return InvalidArgument(what + " '" + path + "' changed into a link out of " + root + " while it was opened");
     }
   }
@@ -269,6 +259,15 @@ Status WritePrivateFile(const std::string& path, const std::string& text) {
     return Internal("cannot write '" + path + "': " + ErrnoText(err));
   }
   return Status::Ok();
+}
+
+bool PathInside(const fs::path& root, const fs::path& path) {
+  auto r = root.begin(), p = path.begin();
+  for (; r != root.end(); ++r, ++p) {
+    if (r->empty()) continue;  // a trailing separator
+    if (p == path.end() || *r != *p) return false;
+  }
+  return true;
 }
 
 }  // namespace ebb::detail

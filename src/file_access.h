@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -113,5 +114,9 @@ Status WritePrivateFile(const std::string& path, const std::string& text);
 
 // "64 KiB", "4 MiB", "123 bytes": a cap as messages state it.
 std::string CapText(uint64_t bytes);
+
+// Whether canonical `path` is `root` or below it, component by component (so "/models2" is not
+// under "/models"). Both must be canonical (realpath): this compares names, it reads nothing.
+bool PathInside(const std::filesystem::path& root, const std::filesystem::path& path);
 
 }  // namespace ebb::detail
