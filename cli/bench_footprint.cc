@@ -10,8 +10,6 @@
 // process (heap fragmentation, ORT's one-time statics, page tables), so
 // configurations sharing a process would measure each other. The parent only
 // spawns workers and compares their figures.
-#include <malloc.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -21,6 +19,7 @@
 #include "bare_ort.h"
 #include "bench.h"
 #include "spawn_self.h"
+#include "port/port.h"
 
 namespace ebb::cli {
 namespace {
@@ -42,7 +41,7 @@ std::vector<std::string> SplitList(const std::string& text) {
 // RSS after giving freed heap back, so that figures do not depend on when
 // glibc last trimmed.
 int64_t TrimmedRss() {
-  malloc_trim(0);
+  ebb::port::TrimHeap();
   return ReadRssBytes();
 }
 
@@ -257,7 +256,7 @@ int BenchFootprint(const FootprintOptions& options) {
     return options.worker == "ebb" ? EbbWorker(options, *level) : OrtWorker(options, *level);
   }
   FootprintOptions o = options;
-  if (o.generated_dir.empty()) o.generated_dir = (fs::read_symlink("/proc/self/exe").parent_path() / "generated_models").string();
+  if (o.generated_dir.empty()) o.generated_dir = (port::PathFromUtf8(port::ExecutablePath()).parent_path() / "generated_models").string();
   const std::string default_level = GraphOptimizationName(MemoryPolicy{}.graph_optimization);
   std::vector<std::pair<std::string, std::string>> models;  // name, path
   for (const std::string& name : SplitList(o.bundled)) {
@@ -287,7 +286,7 @@ int BenchFootprint(const FootprintOptions& options) {
               default_level + "); value: the larger ratio"};
 
   json results = json::object();
-  const fs::path cache_root = fs::temp_directory_path() / ("ebb_footprint_" + std::to_string(getpid()));
+  const fs::path cache_root = fs::temp_directory_path() / ("ebb_footprint_" + std::to_string(port::ProcessId()));
   const double start = NowMs();
   for (const auto& [name, path] : models) {
     const double weight_bytes = static_cast<double>(fs::file_size(path));

@@ -3,12 +3,12 @@
 // loopback (keep-alive, one client); the difference of the medians is the
 // server's overhead per request.
 #include <httplib.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <thread>
 
 #include "bench_server.h"
+#include "port/port.h"
 
 namespace ebb::cli {
 
@@ -31,7 +31,7 @@ Result<BenchRepository> RepositoryFor(const ModelArg& model) {
     return BenchRepository{(folder.has_filename() ? folder : folder.parent_path()).parent_path().string(), model.name,
                            {}};
   }
-  const fs::path dir = fs::temp_directory_path() / ("ebb_bench_http_" + std::to_string(getpid()));
+  const fs::path dir = fs::temp_directory_path() / ("ebb_bench_http_" + std::to_string(port::ProcessId()));
   const fs::path folder = dir / "model";
   fs::create_directories(folder, ec);
   // A hard link (a copy across file systems): a repository follows no link that leads out of it.

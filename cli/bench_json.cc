@@ -7,7 +7,6 @@
 // take turns, so that a shared machine's load falls on all of them alike). Peak memory
 // is the growth of the process's RSS high-water mark (VmHWM, reset through /proc/self/clear_refs
 // after malloc_trim) while one decode runs: pages really touched, the resulting tensor included.
-#include <malloc.h>
 
 #include <algorithm>
 #include <charconv>
@@ -19,6 +18,7 @@
 
 #include "bench.h"
 #include "http/protocol.h"
+#include "port/port.h"
 
 namespace ebb::cli {
 namespace {
@@ -67,11 +67,8 @@ bool DecodeOld(const std::string& body, std::vector<float>* out) {
 // Growth of the RSS high-water mark while `f` runs.
 template <typename F>
 int64_t PeakGrowth(F f) {
-  malloc_trim(0);
-  if (FILE* refs = std::fopen("/proc/self/clear_refs", "w")) {
-    std::fputs("5", refs);
-    std::fclose(refs);
-  }
+  port::TrimHeap();
+  port::ResetPeakResident();
   const int64_t before = ReadRssBytes();
   f();
   return ReadPeakRssBytes() - before;

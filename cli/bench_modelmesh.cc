@@ -20,8 +20,6 @@
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -41,26 +39,6 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-int64_t StatusKb(pid_t pid, const std::string& key) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(key + ":", 0) == 0) {
-      std::istringstream fields(line.substr(key.size() + 1));
-      int64_t kb = 0;
-      fields >> kb;
-      return kb * 1024;
-    }
-  }
-  return 0;
-}
-
-bool ResetPeak(pid_t pid) {
-  std::ofstream out("/proc/" + std::to_string(pid) + "/clear_refs");
-  out << "5";
-  out.flush();
-  return static_cast<bool>(out);
-}
-
 // `ebb serve --modelmesh` as a child process on loopback, with its gRPC port.
 class Child {
  public:
@@ -72,11 +50,11 @@ class Child {
     if (!common.policy_file.empty()) args.insert(args.end(), {"--policy", common.policy_file});
     auto spawned = SpawnSelf(std::move(args), {{"EBB_CACHE_DIR", cache_dir}});
     if (!spawned.ok()) return spawned.status();
-    auto child = std::unique_ptr<Child>(new Child(spawned->pid, fdopen(spawned->stdout_fd, "r")));
-    char line[4096];
-    while (child->out_ && std::fgets(line, sizeof line, child->out_)) {
+    auto child = std::unique_ptr<Child>(new Child(std::move(spawned).value()));
+    std::string line;
+    while (child->process_.ReadStdoutLine(&line)) {
       int port = 0;
-      if (std::sscanf(line, "ebb serve: grpc 127.0.0.1:%d", &port) == 1) {
+      if (std::sscanf(line.c_str(), "ebb serve: grpc 127.0.0.1:%d", &port) == 1) {
         child->port_ = port;
         break;
       }
@@ -89,18 +67,15 @@ class Child {
     return child;
   }
   ~Child() {
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    if (out_) std::fclose(out_);
+    process_.Stop();
+    process_.Wait();
   }
-  pid_t pid() const { return pid_; }
+  int64_t pid() const { return process_.id(); }
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
 
  private:
-  Child(pid_t pid, FILE* out) : pid_(pid), out_(out) {}
-  pid_t pid_;
-  FILE* out_;
+  explicit Child(port::Child process) : process_(std::move(process)) {}
+  port::Child process_;
   int port_ = 0;
   std::shared_ptr<grpc::Channel> channel_;
 };
@@ -145,7 +120,7 @@ Result<Measured> MeasureOne(const std::string& name, const std::string& root, co
   const std::string cache = repository + "_cache_" + name;
   auto child = Child::Start(root, repository, cache, common);
   if (!child.ok()) return child.status();
-  const pid_t pid = (*child)->pid();
+  const int64_t pid = (*child)->pid();
   auto mesh = mmesh::ModelRuntime::NewStub((*child)->channel());
   auto v2 = inference::GRPCInferenceService::NewStub((*child)->channel());
   auto call = [](auto method) {
@@ -157,14 +132,14 @@ Result<Measured> MeasureOne(const std::string& name, const std::string& root, co
   grpc::Status st = call([&](grpc::ClientContext* c) { return mesh->runtimeStatus(c, {}, &status); });
   if (!st.ok()) return Internal("runtimeStatus: " + st.error_message());
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // settle after start-up
-  const int64_t rss0 = StatusKb(pid, "VmRSS");
+  const int64_t rss0 = port::ResidentBytesOf(pid);
   mmesh::PredictModelSizeRequest predict_request;
   predict_request.set_modelid(name);
   predict_request.set_modelpath(name);
   mmesh::PredictModelSizeResponse predicted;
   st = call([&](grpc::ClientContext* c) { return mesh->predictModelSize(c, predict_request, &predicted); });
   if (!st.ok()) return Internal("predictModelSize of '" + name + "': " + st.error_message());
-  const bool peak_reset = ResetPeak(pid);
+  const bool peak_reset = port::ResetPeakResidentOf(pid);
   mmesh::LoadModelRequest load_request;
   load_request.set_modelid(name);
   load_request.set_modeltype("onnx");
@@ -174,8 +149,8 @@ Result<Measured> MeasureOne(const std::string& name, const std::string& root, co
   st = call([&](grpc::ClientContext* c) { return mesh->loadModel(c, load_request, &loaded); });
   if (!st.ok()) return Internal("loadModel of '" + name + "': " + st.error_message());
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  const int64_t rss1 = StatusKb(pid, "VmRSS");
-  const int64_t hwm1 = StatusKb(pid, "VmHWM");
+  const int64_t rss1 = port::ResidentBytesOf(pid);
+  const int64_t hwm1 = port::PeakResidentBytesOf(pid);
   inference::ModelMetadataRequest metadata_request;
   metadata_request.set_name(name);
   inference::ModelMetadataResponse metadata;
@@ -186,7 +161,7 @@ Result<Measured> MeasureOne(const std::string& name, const std::string& root, co
   st = call([&](grpc::ClientContext* c) { return v2->ModelInfer(c, infer_request, &inferred); });
   const bool inferred_ok = st.ok();
   const std::string infer_error = st.error_message();
-  const int64_t hwm2 = StatusKb(pid, "VmHWM");
+  const int64_t hwm2 = port::PeakResidentBytesOf(pid);
   mmesh::ModelSizeRequest size_request;
   size_request.set_modelid(name);
   mmesh::ModelSizeResponse size;
@@ -198,7 +173,7 @@ Result<Measured> MeasureOne(const std::string& name, const std::string& root, co
   st = call([&](grpc::ClientContext* c) { return mesh->unloadModel(c, unload_request, &unloaded); });
   if (!st.ok()) return Internal("unloadModel of '" + name + "': " + st.error_message());
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  const int64_t rss2 = StatusKb(pid, "VmRSS");
+  const int64_t rss2 = port::ResidentBytesOf(pid);
   child->reset();
   std::error_code ec;
   fs::remove_all(cache, ec);
@@ -244,7 +219,7 @@ std::vector<std::string> Split(const std::string& list) {
 
 int BenchModelMesh(const ModelMeshBenchOptions& options) {
   std::string generated = options.generated_dir;
-  if (generated.empty()) generated = (fs::read_symlink("/proc/self/exe").parent_path() / "generated_models").string();
+  if (generated.empty()) generated = (port::PathFromUtf8(port::ExecutablePath()).parent_path() / "generated_models").string();
   std::vector<std::pair<std::string, std::string>> models;  // name, root
   std::error_code ec;
   std::vector<std::string> bundled;

@@ -1,5 +1,4 @@
 // `ebb bench switch` and `ebb bench sessions`: many models in one process.
-#include <malloc.h>
 
 #include <filesystem>
 #include <fstream>
@@ -7,6 +6,7 @@
 
 #include "bench.h"
 #include "ebb/model_pool.h"
+#include "port/port.h"
 
 namespace ebb::cli {
 namespace {
@@ -19,7 +19,7 @@ Result<std::vector<std::string>> WriteVariants(const std::string& model, int n) 
   std::ifstream in(model, std::ios::binary);
   if (!in) return NotFound("cannot read model '" + model + "'");
   const std::string bytes((std::istreambuf_iterator<char>(in)), {});
-  const fs::path dir = fs::temp_directory_path() / ("ebb_bench_" + std::to_string(getpid()));
+  const fs::path dir = fs::temp_directory_path() / ("ebb_bench_" + std::to_string(port::ProcessId()));
   fs::create_directories(dir);
   std::vector<std::string> paths;
   for (int i = 0; i < n; ++i) {
@@ -124,7 +124,7 @@ int BenchSwitch(const BenchOptions& options) {
 
   nlohmann::json strategies;
   for (const std::string strategy : {"all_resident", "destroy_on_switch", "budget_lru"}) {
-    malloc_trim(0);
+    port::TrimHeap();
     auto runtime = MakeRuntime(*policy);
     if (!runtime) return 1;
     const bool lru = strategy == "budget_lru";

@@ -3,12 +3,12 @@
 // destroy_session (drop the session after every operation and load it again
 // from the model file, what applications without ebb do to get their memory
 // back; ebb's optimized-model cache is off in that mode).
-#include <malloc.h>
 
 #include <map>
 
 #include "bench.h"
 #include "ebb/tiler.h"
+#include "port/port.h"
 
 namespace ebb::cli {
 namespace {
@@ -100,7 +100,7 @@ int BenchRelease(const BenchOptions& options) {
   nlohmann::json modes;
   std::map<std::string, ModeResult> results;
   for (const char* mode : {"never", "every_run", "operation_end", "destroy_session"}) {
-    malloc_trim(0);  // start every mode from the same heap state
+    port::TrimHeap();  // start every mode from the same heap state
     auto r = MeasureMode(mode, o, frames, tiles, repeats);
     if (!r.ok()) return Fail(r.status());
     results[mode] = *r;

@@ -1,6 +1,5 @@
 // `ebb`: the command line. A thin layer: it parses flags into the library's
 // types and calls the library; every command lives in its own file.
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -14,6 +13,7 @@
 #include "ebb/version.h"
 #include "ebb/model_config.h"
 #include "ebb/model_signature.h"
+#include "port/port.h"
 
 namespace ebb::cli {
 namespace {
@@ -95,26 +95,18 @@ std::string VersionText() {
          (cuda_usable ? "CUDAExecutionProvider, CPUExecutionProvider" : "CPUExecutionProvider");
 }
 
-// Regrowing an arena after a release costs one page fault per 4 KiB page;
-// on virtual machines a fault can cost ~15 us (measured here: touching
-// 256 MiB took 1 s with 4 KiB pages, 40 ms with transparent huge pages).
-// glibc backs its large blocks with huge pages when the tunable
-// glibc.malloc.hugetlb=1 is set, and reads tunables only at start-up: so
-// ebb re-executes itself once with it set. EBB_NO_HUGEPAGES=1 opts out.
-void EnableHugePagesForMalloc(char** argv) {
-  const char* tunables = std::getenv("GLIBC_TUNABLES");
-  if (std::getenv("EBB_NO_HUGEPAGES") || (tunables && std::strstr(tunables, "glibc.malloc.hugetlb"))) return;
-  std::string value = tunables ? std::string(tunables) + ":glibc.malloc.hugetlb=1" : "glibc.malloc.hugetlb=1";
-  setenv("GLIBC_TUNABLES", value.c_str(), 1);
-  execv("/proc/self/exe", argv);  // returns only on failure: carry on with 4 KiB pages
-}
-
 }  // namespace
 }  // namespace ebb::cli
 
 int main(int argc, char** argv) {
   using namespace ebb::cli;
-  EnableHugePagesForMalloc(argv);
+  // Regrowing an arena after a release costs one page fault per 4 KiB page;
+  // on virtual machines a fault can cost ~15 us (measured here: touching
+  // 256 MiB took 1 s with 4 KiB pages, 40 ms with transparent huge pages).
+  // glibc backs its large blocks with huge pages when glibc.malloc.hugetlb=1
+  // is set at start-up: so ebb re-executes itself once with it set
+  // (port::RestartWithHugePageHeap). EBB_NO_HUGEPAGES=1 opts out.
+  ebb::port::RestartWithHugePageHeap(argv);
   CLI::App app{"ebb: run ONNX models, keep them loaded, give their inference memory back"};
   app.require_subcommand(1);
   app.set_version_flag("--version", VersionText, "print the versions of ebb and ONNX Runtime and the providers, and exit");

@@ -2,7 +2,6 @@
 // operation (frames; tiled when asked), with a progress bar on a terminal and,
 // on request, a memory report sampled at every run and its timeline plot.
 // Outputs are PNG or JPEG as their extensions say, checked before any work.
-#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -15,6 +14,7 @@
 #include "ebb/model_config.h"
 #include "ebb/plot.h"
 #include "ebb/tiler.h"
+#include "port/port.h"
 
 namespace ebb::cli {
 namespace {
@@ -167,7 +167,7 @@ int RunImages(const RunOptions& o) {
   };
   OperationOptions options;
   options.observer = &observer;
-  if (isatty(STDOUT_FILENO)) options.on_progress = DrawProgress;
+  if (port::StdoutIsTerminal()) options.on_progress = DrawProgress;
   auto results = tile ? RunTiled(*runtime, session, *frames, *tile, options)
                       : RunPerFrame(*runtime, session, *frames, options);
   if (!results.ok()) return Fail(results.status());

@@ -4,8 +4,6 @@
 // GrpcServer over the same core; SIGINT, SIGTERM and SIGHUP stop both gracefully. At
 // start-up it prints a request to paste, made for a model the repository
 // really has.
-#include <pthread.h>
-#include <signal.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -18,6 +16,7 @@
 #include "grpc/grpc_server.h"
 #include "grpc/inference_api.h"
 #include "grpc/modelmesh_api.h"
+#include "port/port.h"
 
 namespace ebb::cli {
 namespace {
@@ -95,15 +94,10 @@ void PrintHint(server::ModelRepository& repository, const std::string& url) {
 }  // namespace
 
 int Serve(const ServeOptions& o) {
-  // Signals are taken by sigwait() below, never by a handler on a random thread.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  // SIGHUP too: a closed terminal or a supervisor's reload signal drains like SIGTERM, instead of
-  // killing the server with its requests in flight (ebb serve has nothing to reload).
-  sigaddset(&signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Stop requests are taken by port::WaitForStopSignal() below, never by a handler on a random thread:
+  // SIGINT, SIGTERM and SIGHUP (a closed terminal or a supervisor's reload signal drains like SIGTERM,
+  // instead of killing the server with its requests in flight; ebb serve has nothing to reload).
+  port::BlockStopSignals();
 
   if (o.modelmesh && o.grpc_port == 0) {
     return Fail(InvalidArgument("--modelmesh serves ModelMesh's SPI on the gRPC port: it needs --grpc-port (not 0)"));
@@ -182,7 +176,6 @@ int Serve(const ServeOptions& o) {
 
   std::thread serving([&http] { http.Serve(); });
   int exit_code = 0;
-  int signal = 0;
   if (single_model) {
     // Loaded while the ports answer (live, not ready), so that a slow load does not fail a liveness probe.
     if (Status st = (*service)->Load(o.model_name); !st.ok()) {
@@ -194,9 +187,8 @@ int Serve(const ServeOptions& o) {
     }
   }
   if (exit_code == 0) {
-    sigwait(&signals, &signal);
-    const char* name = signal == SIGINT ? "SIGINT" : signal == SIGHUP ? "SIGHUP" : "SIGTERM";
-    std::printf("ebb serve: %s received, finishing requests in flight\n", name);
+    const std::string name = port::WaitForStopSignal();
+    std::printf("ebb serve: %s received, finishing requests in flight\n", name.c_str());
     std::fflush(stdout);
   }
   (*service)->BeginShutdown();    // not ready; new inferences refused

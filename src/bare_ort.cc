@@ -1,5 +1,6 @@
 #include "bare_ort.h"
 
+#include "port/port.h"
 #include "session_factory.h"
 
 namespace ebb::detail {
@@ -31,7 +32,7 @@ Result<std::unique_ptr<BareOrtModel>> BareOrtModel::Load(const std::string& path
   try {
     Ort::SessionOptions options;
     options.SetGraphOptimizationLevel(ToOrtLevel(level));
-    impl->session = std::make_unique<Ort::Session>(PlainEnv(), path.c_str(), options);
+    impl->session = std::make_unique<Ort::Session>(PlainEnv(), port::OrtPath(path).c_str(), options);
     Ort::AllocatorWithDefaultOptions allocator;
     for (size_t i = 0; i < impl->session->GetInputCount(); ++i) {
       Ort::TypeInfo type_info = impl->session->GetInputTypeInfo(i);

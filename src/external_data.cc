@@ -16,11 +16,6 @@
 //                      for which ONNX Runtime reads external_data)
 #include "external_data.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -31,6 +26,7 @@
 
 #include "ebb/model_signature.h"
 #include "file_access.h"
+#include "port/port.h"
 #include "protobuf_cursor.h"
 
 namespace ebb::detail {
@@ -148,48 +144,9 @@ Status ParseGraph(Cursor& c, int depth, Locations* out) {
   });
 }
 
-int64_t Nanoseconds(const struct timespec& t) { return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec; }
-
 // A model file mapped read-only WITHOUT faulting its pages in (unlike
 // MappedFile): the walk touches only the pages of the fields it decodes.
-class WalkMapping {
- public:
-  static Result<std::unique_ptr<WalkMapping>> Open(const std::string& path) {
-    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return NotFound("cannot open model file '" + path + "': " + std::strerror(errno));
-    struct stat st;
-    auto mapping = std::unique_ptr<WalkMapping>(new WalkMapping());
-    Status status = fstat(fd, &st) != 0 ? Internal("cannot stat '" + path + "': " + std::strerror(errno))
-                    : !S_ISREG(st.st_mode) ? InvalidArgument("'" + path + "' is not a model file")
-                    : st.st_size == 0      ? InvalidArgument("model file '" + path + "' is empty")
-                                           : Status::Ok();
-    if (status.ok()) {
-      mapping->size_ = static_cast<size_t>(st.st_size);
-      mapping->identity_ = {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
-                            static_cast<int64_t>(st.st_size), Nanoseconds(st.st_mtim), Nanoseconds(st.st_ctim)};
-      mapping->data_ = mmap(nullptr, mapping->size_, PROT_READ, MAP_PRIVATE, fd, 0);
-      if (mapping->data_ == MAP_FAILED) {
-        mapping->data_ = nullptr;
-        status = Internal("cannot map '" + path + "': " + std::strerror(errno));
-      }
-    }
-    close(fd);
-    if (!status.ok()) return status;
-    return mapping;
-  }
-  ~WalkMapping() {
-    if (data_) munmap(data_, size_);
-  }
-  const void* data() const { return data_; }
-  size_t size() const { return size_; }
-  const FileIdentity& identity() const { return identity_; }
-
- private:
-  WalkMapping() = default;
-  void* data_ = nullptr;
-  size_t size_ = 0;
-  FileIdentity identity_;
-};
+using WalkMapping = port::Mapping;
 
 // The locations of the models walked so far, by the SHA-256 of their bytes
 // (the locations are a function of the bytes alone), so that a load of a
@@ -225,8 +182,8 @@ LocationMemo& Memo() {
 Result<std::vector<std::string>> LocationsOfFile(const std::string& path, FileIdentity* identity) {
   auto mapping = WalkMapping::Open(path);
   if (!mapping.ok()) return mapping.status();
-  if (identity) *identity = (*mapping)->identity();
-  auto locations = ExternalDataLocations((*mapping)->data(), (*mapping)->size());
+  if (identity) *identity = mapping->identity();
+  auto locations = ExternalDataLocations(mapping->data(), mapping->size());
   if (!locations.ok()) {
     return InvalidArgument("'" + path + "' is not an ONNX model ebb can read: " + locations.status().message());
   }

@@ -1,57 +1,30 @@
 #include "file_access.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <climits>
-#include <cstdlib>
-#include <cstring>
+#include <cstdio>
 #include <filesystem>
+
+#include "port/port.h"
 
 namespace ebb::detail {
 namespace {
 
 namespace fs = std::filesystem;
 
-// errno as text; take it first thing after the failed call (building a message may allocate).
-std::string ErrnoText(int err) { return std::strerror(err); }
-
-// The canonical form of `path` (every link resolved), or why there is none.
-Result<std::string> RealPath(const std::string& path) {
-  char* real = realpath(path.c_str(), nullptr);
-  if (!real) {
-    const int err = errno;
-    return InvalidArgument("cannot be resolved (" + ErrnoText(err) + ")");
+const char* KindOf(port::FileKind kind) {
+  switch (kind) {
+    case port::FileKind::kFolder: return "a folder";
+    case port::FileKind::kFifo: return "a FIFO";
+    case port::FileKind::kCharDevice: return "a character device";
+    case port::FileKind::kBlockDevice: return "a block device";
+    case port::FileKind::kSocket: return "a socket";
+    default: return "not a regular file";
   }
-  std::string text(real);
-  std::free(real);
-  return text;
 }
 
-const char* KindOf(mode_t mode) {
-  if (S_ISDIR(mode)) return "a folder";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
-
-std::string Octal(mode_t mode) {
+std::string Octal(uint32_t mode) {
   char text[8];
   std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
   return text;
-}
-
-// Where the descriptor really points (/proc/self/fd), when the system says.
-std::string PathOfDescriptor(int fd) {
-  char link[PATH_MAX];
-  const std::string proc = "/proc/self/fd/" + std::to_string(fd);
-  const ssize_t n = readlink(proc.c_str(), link, sizeof link - 1);
-  return n > 0 ? std::string(link, static_cast<size_t>(n)) : std::string();
 }
 
 Status OverCap(const FileRules& rules, const std::string& path, const std::string& size) {
@@ -68,97 +41,70 @@ std::string CapText(uint64_t bytes) {
 }
 
 FileCopy::~FileCopy() {
-  if (mapped_ > 0) munmap(data_, mapped_);
-}
-
-CheckedFile::CheckedFile(CheckedFile&& other) noexcept
-    : fd_(other.fd_), size_(other.size_), rules_(std::move(other.rules_)) {
-  other.fd_ = -1;
-}
-
-CheckedFile& CheckedFile::operator=(CheckedFile&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) close(fd_);
-    fd_ = other.fd_;
-    size_ = other.size_;
-    rules_ = std::move(other.rules_);
-    other.fd_ = -1;
-  }
-  return *this;
-}
-
-CheckedFile::~CheckedFile() {
-  if (fd_ >= 0) close(fd_);
+  if (mapped_ > 0) port::FreePages(data_, mapped_);
 }
 
 Result<CheckedFile> CheckedFile::Open(const std::string& path, const FileRules& rules) {
   const std::string& what = rules.what;
-  struct stat st;
-  if (lstat(path.c_str(), &st) != 0) {
-    const int err = errno;
-    if (err == ENOENT || err == ENOTDIR) return NotFound(what + " '" + path + "' does not exist");
-    return Internal("cannot look at " + what + " '" + path + "': " + ErrnoText(err));
+  Result<port::FileInfo> there = port::StatPath(path, /*follow_links=*/false);
+  if (!there.ok()) {
+    if (there.status().code() == StatusCode::kNotFound) return NotFound(what + " '" + path + "' does not exist");
+    return Internal("cannot look at " + what + " '" + path + "': " + there.status().message());
   }
   std::string target = path;
   std::string root;
   if (!rules.root.empty()) {
-    Result<std::string> real_root = RealPath(rules.root);
+    Result<std::string> real_root = port::RealPath(rules.root);
     if (!real_root.ok()) return InvalidArgument("the root '" + rules.root + "' " + real_root.status().message());
     root = *real_root;
-    Result<std::string> real = RealPath(path);
+    Result<std::string> real = port::RealPath(path);
     if (!real.ok()) return InvalidArgument(what + " '" + path + "' " + real.status().message());
-    if (!PathInside(root, *real)) return InvalidArgument(what + " '" + path + "' resolves outside " + root + ": refused");
+    if (!PathInside(port::PathFromUtf8(root), port::PathFromUtf8(*real))) {
+      return InvalidArgument(what + " '" + path + "' resolves outside " + root + ": refused");
+    }
     target = *real;
   }
-  // O_NONBLOCK: opening a FIFO with no writer, or a device, returns at once (fstat then refuses it).
-  const int fd = open(target.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ELOOP) return InvalidArgument(what + " '" + path + "' is a symbolic link: refused");
-    if (err == ENOENT) return NotFound(what + " '" + path + "' does not exist");
-    return InvalidArgument("cannot open " + what + " '" + path + "': " + ErrnoText(err));
+  Result<port::ReadOnlyFile> opened = port::ReadOnlyFile::Open(target, /*no_follow=*/true);
+  if (!opened.ok()) {
+    const Status& why = opened.status();
+    if (why.code() == StatusCode::kNotFound) return NotFound(what + " '" + path + "' does not exist");
+    if (why.message() == "is a symbolic link") return InvalidArgument(what + " '" + path + "' is a symbolic link: refused");
+    return InvalidArgument("cannot open " + what + " '" + path + "': " + why.message());
   }
-  CheckedFile file(fd, 0, rules);
+  CheckedFile file(std::move(opened).value(), 0, rules);
   if (!root.empty()) {
     // What was opened, not what the path said a moment before: a folder on the way swapped for a link
     // in between shows here.
-    const std::string opened = PathOfDescriptor(fd);
-    if (!opened.empty() && !PathInside(root, opened)) {
+    const std::string really = file.file_.OpenedPath();
+    if (!really.empty() && !PathInside(port::PathFromUtf8(root), port::PathFromUtf8(really))) {
       return InvalidArgument(what + " '" + path + "' changed into a link out of " + root + " while it was opened");
     }
   }
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    return Internal("cannot stat " + what + " '" + path + "': " + ErrnoText(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return InvalidArgument(what + " '" + path + "' is " + KindOf(st.st_mode) + ", not a regular file: refused");
+  Result<port::FileInfo> info = file.file_.Info();
+  if (!info.ok()) return Internal("cannot stat " + what + " '" + path + "': " + info.status().message());
+  if (info->kind != port::FileKind::kRegular) {
+    return InvalidArgument(what + " '" + path + "' is " + KindOf(info->kind) + ", not a regular file: refused");
   }
   if (rules.own_private) {
-    if (st.st_uid != geteuid()) {
-      return InvalidArgument(what + " '" + path + "' belongs to user " + std::to_string(st.st_uid) +
-                             ", not to this process's user " + std::to_string(geteuid()) + ": refused");
+    if (!info->owned_by_me) {
+      return InvalidArgument(what + " '" + path + "' belongs to user " + std::to_string(info->owner) +
+                             ", not to this process's user: refused");
     }
-    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-      return InvalidArgument(what + " '" + path + "' is writable by group or others (mode " + Octal(st.st_mode) +
+    if (info->writable_by_others) {
+      return InvalidArgument(what + " '" + path + "' is writable by group or others (mode " + Octal(info->mode) +
                              "): refused");
     }
   }
-  if (rules.max_bytes > 0 && static_cast<uint64_t>(st.st_size) > rules.max_bytes) {
-    return OverCap(rules, path, std::to_string(st.st_size) + " bytes");
-  }
-  file.size_ = static_cast<uint64_t>(st.st_size);
+  const uint64_t size = static_cast<uint64_t>(info->identity.size);
+  if (rules.max_bytes > 0 && size > rules.max_bytes) return OverCap(rules, path, std::to_string(size) + " bytes");
+  file.size_ = size;
   return file;
 }
 
 Result<size_t> CheckedFile::Read(void* buffer, size_t n) {
-  while (true) {
-    const ssize_t got = read(fd_, buffer, n);
-    if (got >= 0) return static_cast<size_t>(got);
-    const int err = errno;
-    if (err == EINTR) continue;
-    return Internal("cannot read " + rules_.what + ": " + ErrnoText(err));
-  }
+  Result<size_t> got = file_.Read(buffer, n);
+  if (!got.ok()) return Internal("cannot read " + rules_.what + ": " + got.status().message());
+  return got;
 }
 
 Result<std::string> CheckedFile::ReadAll() {
@@ -178,11 +124,11 @@ Result<std::string> CheckedFile::ReadAll() {
 
 Result<std::shared_ptr<FileCopy>> CheckedFile::Copy() {
   if (size_ == 0) return InvalidArgument(rules_.what + " is empty");
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t page = port::PageSize();
   const size_t mapped = (static_cast<size_t>(size_) + page - 1) / page * page;
   // Anonymous pages of our own, faulted in at once (one pass instead of a fault per page while reading).
-  void* data = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-  if (data == MAP_FAILED) {
+  void* data = port::AllocatePages(mapped);
+  if (data == nullptr) {
     return ResourceExhausted("cannot allocate " + std::to_string(size_) + " bytes for " + rules_.what);
   }
   std::shared_ptr<FileCopy> copy(new FileCopy(data, static_cast<size_t>(size_), mapped));
@@ -197,15 +143,13 @@ Result<std::shared_ptr<FileCopy>> CheckedFile::Copy() {
   Result<size_t> more = Read(&extra, 1);
   if (!more.ok()) return more.status();
   if (*more != 0) return InvalidArgument(rules_.what + " grew while it was read");
-  mprotect(data, mapped, PROT_READ);  // nothing in this process writes it either
+  port::ProtectPagesReadOnly(data, mapped);  // nothing in this process writes it either
   return copy;
 }
 
 Status CheckedFile::MakePrivate() {
-  if (fchmod(fd_, S_IRUSR | S_IWUSR) != 0) {
-    const int err = errno;
-    return Internal("cannot make " + rules_.what + " private: " + ErrnoText(err));
-  }
+  Status st = file_.MakePrivate();
+  if (!st.ok()) return Internal("cannot make " + rules_.what + " private: " + st.message());
   return Status::Ok();
 }
 
@@ -218,47 +162,22 @@ Result<std::string> ReadCheckedFile(const std::string& path, const FileRules& ru
 }
 
 Status CheckPrivateFolder(const std::string& folder) {
-  struct stat st;
-  if (stat(folder.c_str(), &st) != 0) {
-    const int err = errno;
-    return FailedPrecondition("cannot look at '" + folder + "': " + ErrnoText(err));
+  Result<port::FileInfo> info = port::StatPath(folder, /*follow_links=*/true);
+  if (!info.ok()) return FailedPrecondition("cannot look at '" + folder + "': " + info.status().message());
+  if (info->kind != port::FileKind::kFolder) return FailedPrecondition("'" + folder + "' is not a folder");
+  if (!info->owned_by_me) {
+    return FailedPrecondition("the folder '" + folder + "' belongs to user " + std::to_string(info->owner) +
+                              ", not to this process's user");
   }
-  if (!S_ISDIR(st.st_mode)) return FailedPrecondition("'" + folder + "' is not a folder");
-  if (st.st_uid != geteuid()) {
-    return FailedPrecondition("the folder '" + folder + "' belongs to user " + std::to_string(st.st_uid) +
-                              ", not to this process's user " + std::to_string(geteuid()));
-  }
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+  if (info->writable_by_others) {
     return FailedPrecondition("the folder '" + folder + "' is writable by group or others (mode " +
-                              Octal(st.st_mode) + "; make it 0700, or name a new folder, which ebb creates so)");
+                              Octal(info->mode) + "; make it 0700, or name a new folder, which ebb creates so)");
   }
   return Status::Ok();
 }
 
 Status WritePrivateFile(const std::string& path, const std::string& text) {
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, S_IRUSR | S_IWUSR);
-  if (fd < 0) {
-    const int err = errno;
-    return Internal("cannot create '" + path + "': " + ErrnoText(err));
-  }
-  size_t written = 0;
-  while (written < text.size()) {
-    const ssize_t n = write(fd, text.data() + written, text.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = n < 0 ? ErrnoText(errno) : "nothing written";
-      close(fd);
-      unlink(path.c_str());
-      return Internal("cannot write '" + path + "': " + why);
-    }
-    written += static_cast<size_t>(n);
-  }
-  if (close(fd) != 0) {
-    const int err = errno;
-    unlink(path.c_str());
-    return Internal("cannot write '" + path + "': " + ErrnoText(err));
-  }
-  return Status::Ok();
+  return port::WriteNewPrivateFile(path, text);
 }
 
 bool PathInside(const fs::path& root, const fs::path& path) {

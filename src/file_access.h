@@ -2,7 +2,7 @@
 // the checks that keep a hostile or careless file from escaping, blocking,
 // or exhausting memory. Every such open goes through CheckedFile::Open; the
 // operating-system calls for it (open, fstat, read, realpath, fchmod, mmap)
-// live in file_access.cc and nowhere else.
+// are the port layer's (src/port/port.h).
 //
 // Two kinds of rules:
 //   - Beside a model (config.json, labels.txt): `root` set. The path must
@@ -28,6 +28,7 @@
 #include <string>
 
 #include "ebb/status.h"
+#include "port/port.h"
 
 namespace ebb::detail {
 
@@ -74,11 +75,11 @@ class CheckedFile {
   // kInternal (an I/O error).
   static Result<CheckedFile> Open(const std::string& path, const FileRules& rules);
 
-  CheckedFile(CheckedFile&& other) noexcept;
-  CheckedFile& operator=(CheckedFile&& other) noexcept;
+  CheckedFile(CheckedFile&& other) noexcept = default;
+  CheckedFile& operator=(CheckedFile&& other) noexcept = default;
   CheckedFile(const CheckedFile&) = delete;
   CheckedFile& operator=(const CheckedFile&) = delete;
-  ~CheckedFile();
+  ~CheckedFile() = default;
 
   // The size fstat gave when it was opened.
   uint64_t size() const { return size_; }
@@ -94,8 +95,9 @@ class CheckedFile {
   Status MakePrivate();
 
  private:
-  CheckedFile(int fd, uint64_t size, FileRules rules) : fd_(fd), size_(size), rules_(std::move(rules)) {}
-  int fd_ = -1;
+  CheckedFile(port::ReadOnlyFile file, uint64_t size, FileRules rules)
+      : file_(std::move(file)), size_(size), rules_(std::move(rules)) {}
+  port::ReadOnlyFile file_;
   uint64_t size_ = 0;
   FileRules rules_;
 };

@@ -1,33 +1,17 @@
 #include "ebb/memory_stats.h"
 
-#include <dlfcn.h>
-#include <unistd.h>
-
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "port/port.h"
+
 namespace ebb {
 namespace {
 
-// Reads a "Key:   123 kB" line from /proc/self/status.
-int64_t ReadStatusKb(const std::string& key) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.compare(0, key.size(), key) == 0 && line.size() > key.size() && line[key.size()] == ':') {
-      std::istringstream fields(line.substr(key.size() + 1));
-      int64_t kb = 0;
-      fields >> kb;
-      return kb * 1024;
-    }
-  }
-  return 0;
-}
-
-// The few NVML entry points ebb needs, resolved with dlopen so that no NVIDIA
-// library is needed to build or run ebb.
+// The few NVML entry points ebb needs, resolved at run time (port::Library)
+// so that no NVIDIA library is needed to build or run ebb.
 struct Nvml {
   struct Memory {
     unsigned long long total, free, used;
@@ -43,31 +27,27 @@ struct Nvml {
   Info info = nullptr;
 
   Nvml() {
-    void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) return;
-    auto init = reinterpret_cast<Init>(dlsym(lib, "nvmlInit_v2"));
-    count = reinterpret_cast<Count>(dlsym(lib, "nvmlDeviceGetCount_v2"));
-    handle = reinterpret_cast<Handle>(dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
-    info = reinterpret_cast<Info>(dlsym(lib, "nvmlDeviceGetMemoryInfo"));
+    Result<port::Library> lib = port::Library::Load(port::kNvmlLibraryName, /*now=*/true);
+    if (!lib.ok()) return;
+    auto init = reinterpret_cast<Init>(lib->Find("nvmlInit_v2"));
+    count = reinterpret_cast<Count>(lib->Find("nvmlDeviceGetCount_v2"));
+    handle = reinterpret_cast<Handle>(lib->Find("nvmlDeviceGetHandleByIndex_v2"));
+    info = reinterpret_cast<Info>(lib->Find("nvmlDeviceGetMemoryInfo"));
     ok = init && count && handle && info && init() == 0;
+    lib->Keep();  // for the rest of the process
   }
 };
 
 }  // namespace
 
-int64_t ReadRssBytes() {
-  std::ifstream in("/proc/self/statm");
-  int64_t size = 0, resident = 0;
-  in >> size >> resident;
-  return resident * sysconf(_SC_PAGESIZE);
-}
+int64_t ReadRssBytes() { return port::ResidentBytes(); }
 
-int64_t ReadPeakRssBytes() { return ReadStatusKb("VmHWM"); }
+int64_t ReadPeakRssBytes() { return port::PeakResidentBytes(); }
 
 int64_t PhysicalMemoryBytes() {
   static const int64_t bytes = [] {
-    const int64_t machine = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
-    const int64_t limit = CgroupMemoryLimitBytes();
+    const int64_t machine = port::MachineMemoryBytes();
+    const int64_t limit = port::ProcessMemoryLimitBytes();
     return limit > 0 && limit < machine ? limit : machine;
   }();
   return bytes;
@@ -110,7 +90,7 @@ int64_t CgroupMemoryLimitBytes(const std::string& cgroup_root, const std::string
 }
 
 std::vector<GpuMemory> ReadGpuMemory() {
-  static Nvml nvml;  // dlopen once; NVML is thread-safe after init
+  static Nvml nvml;  // loaded once; NVML is thread-safe after init
   std::vector<GpuMemory> gpus;
   unsigned int n = 0;
   if (!nvml.ok || nvml.count(&n) != 0) return gpus;

@@ -12,20 +12,13 @@
 #include <string>
 
 #include "ebb/status.h"
+#include "port/port.h"
 
 namespace ebb::detail {
 
-// What tells one version of a file from another without reading it. ctime
-// cannot be set by users and changes with every write, so a file with the
-// same identity has not been written since (see Sha256OfFile's memo).
-struct FileIdentity {
-  uint64_t device = 0;
-  uint64_t inode = 0;
-  int64_t size = 0;
-  int64_t mtime_ns = 0;
-  int64_t ctime_ns = 0;
-  bool operator==(const FileIdentity&) const = default;
-};
+// What tells one version of a file from another without reading it (see
+// port::FileIdentity).
+using FileIdentity = port::FileIdentity;
 
 // The identity of the file at `path`. Errors: kNotFound, kInvalidArgument
 // (not a regular file).

@@ -1,13 +1,12 @@
 #include "ebb/model_pool.h"
 
-#include <malloc.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
 #include "ebb/model_signature.h"
 #include "log.h"
+#include "port/port.h"
 
 namespace ebb {
 
@@ -69,12 +68,7 @@ namespace {
 
 // Resets the process's RSS high-water mark (VmHWM) so that the next reading
 // is the peak of what happens from now on.
-void ResetPeakRss() {
-  if (FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
-    std::fputs("5", f);
-    std::fclose(f);
-  }
-}
+void ResetPeakRss() { port::ResetPeakResident(); }
 
 int64_t GpuUsed(int index) {
   for (const GpuMemory& g : ReadGpuMemory()) {
@@ -215,7 +209,7 @@ Status ModelPool::LoadLocked(Entry& e, bool on_demand, std::unique_lock<std::mut
     // Load trims the heap after building the session; trim it before too
     // (the heap only: arenas follow the release mode), so that the growth is
     // the model's idle cost, not heap that others freed earlier.
-    if (!cuda && runtime_.policy().trim_heap_after_release) malloc_trim(0);
+    if (!cuda && runtime_.policy().trim_heap_after_release) port::TrimHeap();
     const int64_t before = cuda ? GpuUsed(spec.load.device.index) : ReadRssBytes();
     session = runtime_.Load(spec.path, spec.load);
     if (session.ok()) {

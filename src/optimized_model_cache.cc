@@ -1,8 +1,5 @@
 #include "optimized_model_cache.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
@@ -15,6 +12,7 @@
 #include <vector>
 
 #include "file_access.h"
+#include "port/port.h"
 
 namespace ebb::detail {
 namespace {
@@ -89,15 +87,8 @@ std::string OptimizedModelKey::Id() const {
 
 const std::string& CpuFeaturesHash() {
   static const std::string hash = [] {
-    std::ifstream in("/proc/cpuinfo");
-    std::string line, vendor, flags;
-    while (std::getline(in, line) && flags.empty()) {
-      auto value = [&line] { return line.substr(line.find(':') + 1); };
-      if (line.rfind("vendor_id", 0) == 0 || line.rfind("CPU implementer", 0) == 0) vendor = value();
-      if (line.rfind("flags", 0) == 0 || line.rfind("Features", 0) == 0) flags = value();
-    }
-    if (flags.empty()) return std::string();
-    const std::string text = vendor + "|" + flags;
+    const std::string text = port::CpuFeatures();
+    if (text.empty()) return std::string();
     return Sha256Hex(text.data(), text.size()).substr(0, 16);
   }();
   return hash;
@@ -106,8 +97,7 @@ const std::string& CpuFeaturesHash() {
 std::string OptimizedModelCache::FolderFor(const OptimizedModelCachePolicy& policy) {
   if (!policy.dir.empty()) return policy.dir;
   if (const char* dir = std::getenv("EBB_CACHE_DIR"); dir && *dir) return dir;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/ebb/optimized-models";
-  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/ebb/optimized-models";
+  if (std::string user = port::UserCacheFolder(); !user.empty()) return user + "/ebb/optimized-models";
   return "";
 }
 
@@ -123,7 +113,7 @@ Result<std::unique_ptr<OptimizedModelCache>> OptimizedModelCache::Open(const std
   }
   // Whoever can write the folder decides what ORT runs (and can truncate an entry in use): only this user.
   if (Status st = CheckPrivateFolder(folder); !st.ok()) return FailedPrecondition("refused: " + st.message());
-  if (access(folder.c_str(), R_OK | W_OK | X_OK) != 0) {
+  if (!port::FolderWritable(folder)) {
     return FailedPrecondition("the cache folder '" + folder + "' is not writable");
   }
   return std::unique_ptr<OptimizedModelCache>(new OptimizedModelCache(folder, max_bytes));
@@ -172,13 +162,13 @@ std::shared_ptr<FileCopy> OptimizedModelCache::Find(const OptimizedModelKey& key
     return bad("corrupt entry, or one made for another key (checksum mismatch)");
   }
   // Last use, for the least-recently-used trim.
-  utimensat(AT_FDCWD, PathOf(id, ".json").c_str(), nullptr, 0);
+  port::TouchFile(PathOf(id, ".json"));
   return std::move(copy).value();
 }
 
 std::string OptimizedModelCache::TemporaryPath(const OptimizedModelKey& key) {
   static std::atomic<uint64_t> counter{0};
-  return PathOf(key.Id(), ".ort") + ".tmp." + std::to_string(getpid()) + "." + std::to_string(++counter);
+  return PathOf(key.Id(), ".ort") + ".tmp." + std::to_string(port::ProcessId()) + "." + std::to_string(++counter);
 }
 
 Status OptimizedModelCache::Commit(const OptimizedModelKey& key, const std::string& temporary) {

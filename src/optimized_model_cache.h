@@ -70,8 +70,8 @@ struct OptimizedModelKey {
   std::string Id() const;
 };
 
-// A short hash of this CPU's feature flags (/proc/cpuinfo "flags" on x86,
-// "Features" on Arm, with the vendor); empty when they cannot be read.
+// A short hash of this CPU's feature flags with its vendor (port::CpuFeatures:
+// /proc/cpuinfo on Linux, CPUID on Windows); empty when they cannot be read.
 const std::string& CpuFeaturesHash();
 
 class OptimizedModelCache {

@@ -1,7 +1,5 @@
 #include "ort_context.h"
 
-#include <malloc.h>
-
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +8,7 @@
 #include <regex>
 
 #include "log.h"
+#include "port/port.h"
 
 namespace ebb::detail {
 namespace {
@@ -128,35 +127,8 @@ void InvokeOrtRun(const OrtRun& run) {
                    run.output_values, run.output_count);
 }
 
-namespace {
-
-// glibc raises its mmap threshold each time a large mmapped block is freed (up
-// to 32 MiB) and its trim threshold to twice that (mallopt(3)). ORT frees
-// large blocks on every unload and release, so after a few of them large
-// blocks come from the heap arenas instead, and malloc_trim(0) did not give
-// them all back: in `ebb serve --modelmesh`, loads, evictions and on-demand
-// reloads left 5.4-16.2 MiB resident after every model was unloaded, against
-// 1.1-1.6 MiB with the thresholds fixed. Setting them turns the adjustment
-// off. Once per process, and not over thresholds the user set in the
-// environment (MALLOC_MMAP_THRESHOLD_, GLIBC_TUNABLES).
-void FixMallocThresholds() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    const char* tunables = std::getenv("GLIBC_TUNABLES");
-    if (std::getenv("MALLOC_MMAP_THRESHOLD_") || std::getenv("MALLOC_TRIM_THRESHOLD_") ||
-        (tunables && std::strstr(tunables, "threshold"))) {
-      return;
-    }
-    constexpr int kThreshold = 128 * 1024;  // glibc's own starting value
-    mallopt(M_MMAP_THRESHOLD, kThreshold);
-    mallopt(M_TRIM_THRESHOLD, kThreshold);
-  });
-}
-
-}  // namespace
-
 Result<std::shared_ptr<RuntimeContext>> RuntimeContext::Create(const MemoryPolicy& policy) {
-  if (policy.trim_heap_after_release) FixMallocThresholds();
+  if (policy.trim_heap_after_release) port::KeepHeapReturnable();
   std::shared_ptr<RuntimeContext> ctx(new RuntimeContext(policy));
   if (!policy.optimized_model_cache.enabled) {
     ctx->cache_problem_ = "the optimized-model cache is off in the policy";
@@ -254,7 +226,7 @@ void RuntimeContext::TrimHeap(bool force) {
       if (shrinks_at_last_heap_trim_.exchange(shared->shrinks) == shared->shrinks) return;  // nothing was freed
     }
   }
-  malloc_trim(0);
+  port::TrimHeap();
 }
 
 std::optional<ArenaStats> RuntimeContext::ReadSharedArena() const {

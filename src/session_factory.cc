@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "log.h"
+#include "port/port.h"
 
 namespace ebb::detail {
 namespace {
@@ -143,7 +144,7 @@ void AttachArenas(SessionState& s) {
 std::unique_ptr<Ort::Session> NewSession(Ort::Env& env, const ModelSource& source,
                                          const Ort::SessionOptions& options) {
   if (source.bytes) return std::make_unique<Ort::Session>(env, source.bytes->data(), source.bytes->size(), options);
-  return std::make_unique<Ort::Session>(env, source.path.c_str(), options);
+  return std::make_unique<Ort::Session>(env, port::OrtPath(source.path).c_str(), options);
 }
 
 // Whether the model file and its external-data files are still what was
@@ -199,7 +200,7 @@ Status CreateAndCache(SessionState& s, OptimizedModelCache& cache, const Optimiz
                       const ModelSource& source, const std::string& where) {
   const std::string temporary = cache.TemporaryPath(key);
   Ort::SessionOptions options = BaseOptions(s.ctx->policy());
-  options.SetOptimizedModelFilePath(temporary.c_str());
+  options.SetOptimizedModelFilePath(port::OrtPath(temporary).c_str());
   options.AddConfigEntry(kOrtSessionOptionsConfigSaveModelFormat, "ORT");
   std::unique_ptr<Ort::Session> fresh;
   std::error_code ec;

@@ -1,11 +1,10 @@
 // Versions and providers. See ebb/version.h for the contract.
 #include "ebb/version.h"
 
-#include <dlfcn.h>
-
 #include <filesystem>
 
 #include "ort_context.h"
+#include "port/port.h"
 
 #ifndef EBB_VERSION
 #error "EBB_VERSION must be defined by the build (the CMake project version)"
@@ -14,14 +13,12 @@
 namespace ebb {
 namespace {
 
-constexpr const char* kCudaProviderLibrary = "libonnxruntime_providers_cuda.so";
-
 // The folder ORT's shared library was loaded from ("" when unknown): ORT
 // loads its provider libraries from there.
 std::string OrtLibraryFolder() {
-  Dl_info info{};
-  if (dladdr(OrtGetApiBase(), &info) == 0 || info.dli_fname == nullptr) return "";
-  return std::filesystem::path(info.dli_fname).parent_path().string();
+  const std::string library = port::LibraryPathOf(OrtGetApiBase());
+  if (library.empty()) return "";
+  return port::Utf8FromPath(port::PathFromUtf8(library).parent_path());
 }
 
 // Whether ORT can load the CUDA provider library: the legacy CUDA options
@@ -39,11 +36,8 @@ void TryLoadCudaProvider(ProviderSupport* support) {
     support->cuda_detail = e.what();
     // ORT does not say why; the dynamic loader does (a missing CUDA or cuDNN
     // library, most often).
-    if (void* lib = dlopen(support->cuda_path.c_str(), RTLD_LAZY | RTLD_LOCAL)) {
-      dlclose(lib);
-    } else if (const char* why = dlerror()) {
-      support->cuda_detail += std::string(" (") + why + ")";
-    }
+    Result<port::Library> lib = port::Library::Load(support->cuda_path, /*now=*/false);
+    if (!lib.ok()) support->cuda_detail += " (" + lib.status().message() + ")";
   }
 }
 
@@ -61,9 +55,9 @@ ProviderSupport ReadProviderSupport() {
     support.available = {std::string("(cannot list the providers: ") + e.what() + ")"};
   }
   const std::string folder = OrtLibraryFolder();
-  support.cuda_path = folder.empty() ? kCudaProviderLibrary : folder + "/" + kCudaProviderLibrary;
+  support.cuda_path = folder.empty() ? port::kCudaProviderLibraryName : folder + "/" + port::kCudaProviderLibraryName;
   std::error_code ec;
-  if (!std::filesystem::exists(support.cuda_path, ec)) {
+  if (!std::filesystem::exists(port::PathFromUtf8(support.cuda_path), ec)) {
     support.cuda = ProviderSupport::CudaLibrary::kMissing;
     return support;
   }

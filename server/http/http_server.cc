@@ -1,8 +1,5 @@
 #include "http_server.h"
 
-#include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
 #include <zlib.h>
 
 #include <array>
@@ -26,6 +23,7 @@
 #include <unordered_set>
 
 #include "http_framing.h"
+#include "port/port.h"
 
 namespace ebb::server {
 namespace {
@@ -317,27 +315,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Writes what the socket takes without waiting (a worker, while the request is handled).
   void SendNow(Outgoing& out) {
-    const int fd = socket_.native_handle();
+    const auto socket = static_cast<intptr_t>(socket_.native_handle());
     while (out.sent < out.head.size() + out.body.size()) {
-      iovec parts[2];
-      size_t count = 0;
+      int64_t n;
       if (out.sent < out.head.size()) {
-        parts[count++] = {out.head.data() + out.sent, out.head.size() - out.sent};
-        if (!out.body.empty()) parts[count++] = {out.body.data(), out.body.size()};
+        n = port::SendWithoutWaiting(socket, out.head.data() + out.sent, out.head.size() - out.sent,
+                                     out.body.data(), out.body.size());
       } else {
         const size_t at = out.sent - out.head.size();
-        parts[count++] = {out.body.data() + at, out.body.size() - at};
+        n = port::SendWithoutWaiting(socket, out.body.data() + at, out.body.size() - at, nullptr, 0);
       }
-      msghdr message{};
-      message.msg_iov = parts;
-      message.msg_iovlen = count;
-      const ssize_t n = sendmsg(fd, &message, MSG_DONTWAIT | MSG_NOSIGNAL);
-      if (n > 0) {
-        out.sent += static_cast<size_t>(n);
-      } else if (n < 0 && errno != EINTR) {
-        out.failed = errno != EAGAIN && errno != EWOULDBLOCK;
+      if (n <= 0) {
+        out.failed = n < 0;
         return;
       }
+      out.sent += static_cast<size_t>(n);
     }
   }
 
@@ -483,16 +475,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
 // Raises the soft limit on open files to `needed` when it is lower.
 Status RaiseOpenFileLimit(size_t needed, size_t max_connections) {
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= needed) {
-    return Status::Ok();
-  }
-  if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < needed) {
+  const int64_t hard = port::RaiseOpenFileLimit(needed);
+  if (hard >= 0) {
     return InvalidArgument("--max-connections " + std::to_string(max_connections) + " needs " + std::to_string(needed) +
-                           " open files, but their hard limit (ulimit -Hn) is " + std::to_string(limit.rlim_max));
+                           " open files, but their hard limit (ulimit -Hn) is " + std::to_string(hard));
   }
-  limit.rlim_cur = needed;
-  setrlimit(RLIMIT_NOFILE, &limit);
   return Status::Ok();
 }
 
