@@ -7,7 +7,7 @@ GPU   ?= 0
 HOST  ?= 127.0.0.1
 PORT  ?= 8000
 
-.PHONY: setup build test run demo bench java-bench clean asan tsan fuzz fuzz-smoke soak soak-smoke gpu-bundle
+.PHONY: setup build test run demo bench java-bench clean asan tsan fuzz fuzz-smoke soak soak-smoke gpu-bundle windows windows-test windows-dist windows-dist-test
 
 setup:
 	GPU=$(GPU) bash scripts/setup.sh
@@ -87,3 +87,30 @@ gpu-bundle:
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan build-fuzz
+
+# Windows x64, cross-built here with MinGW-w64 into build-windows/ and tested under Wine (docs/windows.md):
+# the runtime library, ebb.dll (the C API, with its import library libebb.dll.a), ebb.exe (without gRPC:
+# `ebb serve` serves HTTP only) and the library's tests. scripts/setup-windows.sh installs the toolchain and Wine and builds what Debian has no MinGW
+# build of from Debian's source packages (idempotent).
+WINDOWS_BUILD := build-windows
+WINDOWS_CMAKE := -DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/cmake/mingw-w64-x86_64.cmake \
+	-DEBB_MINGW_DEPS=$(CURDIR)/.deps/mingw/prefix -DCMAKE_BUILD_TYPE=Release \
+	-DEBB_BUILD_GRPC=OFF -DEBB_BUILD_PYTHON=OFF -DEBB_BUILD_JAVA=OFF
+
+windows: setup
+	JOBS=$(JOBS) bash scripts/setup-windows.sh
+	cmake -S . -B $(WINDOWS_BUILD) $(WINDOWS_CMAKE)
+	cmake --build $(WINDOWS_BUILD) -j $(JOBS)
+
+# The Windows build's tests under Wine: a private WINEPREFIX in build-windows/wine, WINEDEBUG=-all.
+windows-test: windows
+	cd $(WINDOWS_BUILD) && ctest --output-on-failure -j 1
+
+# The Windows release archive: build-windows/ebb-<version>-windows-x64.zip (scripts/windows-dist.sh), and
+# its test from an empty folder under Wine against the Linux build (tests/windows/dist_test.sh).
+EBB_VERSION := $(shell grep -m1 -o 'ebb VERSION [0-9.]*' CMakeLists.txt | cut -d' ' -f3)
+windows-dist: windows
+	bash scripts/windows-dist.sh $(WINDOWS_BUILD) $(EBB_VERSION)
+
+windows-dist-test: windows-dist build
+	bash tests/windows/dist_test.sh $(WINDOWS_BUILD)/ebb-$(EBB_VERSION)-windows-x64.zip $(BUILD)/ebb $(CURDIR)

@@ -132,7 +132,13 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--plot", run.plot, "write the memory timeline as SVG");
 
   ServeOptions serve;
+#ifdef EBB_NO_GRPC
+  serve.grpc_port = 0;  // a build without gRPC (the Windows one) serves HTTP only: docs/windows.md
+  auto* serve_cmd = app.add_subcommand(
+      "serve", "KServe v2 / Open Inference Protocol server over a model folder: HTTP only, this build has no gRPC");
+#else
   auto* serve_cmd = app.add_subcommand("serve", "KServe v2 / Open Inference Protocol server over a model folder");
+#endif
   AddCommon(serve_cmd, &serve.common);
   serve_cmd->add_option("--repository", serve.repository, "model repository folder")->capture_default_str();
   serve_cmd->add_option("--host", serve.http.host, "address to listen on")->capture_default_str();
@@ -214,7 +220,9 @@ int main(int argc, char** argv) {
   auto* floor_cmd = add_bench("floor", "reserved and RSS after load, at the peak, and after release");
   auto* release_cmd = add_bench("release", "a tiled multi-frame operation under every release mode");
   auto* http_cmd = add_bench("http", "the server's own cost per request over the run boundary");
+#ifndef EBB_NO_GRPC
   auto* grpc_cmd = add_bench("grpc", "the gRPC front end's cost per request, beside HTTP's, in one run");
+#endif
   auto* switch_cmd = add_bench("switch", "models rotating under all_resident, destroy_on_switch and budget_lru");
   switch_cmd->add_option("--budget-bytes", bench.budget_bytes, "budget_lru's budget (0 = 2.5x one model's charge)");
   auto* sessions_cmd = add_bench("sessions", "1 to 16 sessions: per-session arenas against one shared capped arena");
@@ -234,6 +242,7 @@ int main(int argc, char** argv) {
   footprint_cmd->add_option("--worker-model", footprint.worker_model)->group("");
   footprint_cmd->add_option("--worker-level", footprint.worker_level)->group("");
   footprint_cmd->add_option("--worker-cache-dir", footprint.worker_cache_dir)->group("");
+#ifndef EBB_NO_GRPC
   ModelMeshBenchOptions modelmesh_bench;
   auto* modelmesh_cmd = bench_cmd->add_subcommand(
       "modelmesh", "sizes reported to ModelMesh (predicted, loaded, modelSize) against measured RSS growth per model");
@@ -241,6 +250,7 @@ int main(int argc, char** argv) {
   modelmesh_cmd->add_option("--generated", modelmesh_bench.generated_dir, "folder of the generated conv_<N>mb models");
   modelmesh_cmd->add_option("--sizes", modelmesh_bench.sizes, "generated models, MB of weights")->capture_default_str();
   modelmesh_cmd->add_flag("--json", modelmesh_bench.json, "print JSON (the only output format)");
+#endif
   auto* json_cmd = add_bench("json", "decoding a 4 MB JSON FP32 tensor: throughput and peak memory, beside a copy");
 
 #endif
@@ -264,12 +274,14 @@ int main(int argc, char** argv) {
   if (*floor_cmd) return BenchFloor(bench);
   if (*release_cmd) return BenchRelease(bench);
   if (*http_cmd) return BenchHttp(bench);
+#ifndef EBB_NO_GRPC
   if (*grpc_cmd) return BenchGrpc(bench);
+  if (*modelmesh_cmd) return BenchModelMesh(modelmesh_bench);
+#endif
   if (*switch_cmd) return BenchSwitch(bench);
   if (*sessions_cmd) return BenchSessions(bench);
   if (*footprint_cmd) return BenchFootprint(footprint);
   if (*json_cmd) return BenchJson(bench);
-  if (*modelmesh_cmd) return BenchModelMesh(modelmesh_bench);
 #endif
   return 1;
 }

@@ -13,10 +13,12 @@
 #include <thread>
 
 #include "commands.h"
+#include "port/port.h"
+#ifndef EBB_NO_GRPC  // a build without gRPC (the Windows one) serves HTTP only: docs/windows.md
 #include "grpc/grpc_server.h"
 #include "grpc/inference_api.h"
 #include "grpc/modelmesh_api.h"
-#include "port/port.h"
+#endif
 
 namespace ebb::cli {
 namespace {
@@ -99,6 +101,13 @@ int Serve(const ServeOptions& o) {
   // instead of killing the server with its requests in flight; ebb serve has nothing to reload).
   port::BlockStopSignals();
 
+#ifdef EBB_NO_GRPC
+  if (o.grpc_port != 0 || o.modelmesh) {
+    return Fail(InvalidArgument(
+        "this build of ebb has no gRPC (it serves HTTP only): leave out --grpc-port and --modelmesh"));
+  }
+  std::printf("ebb serve: HTTP only: this build has no gRPC (gRPC is not built for Windows; docs/windows.md)\n");
+#endif
   if (o.modelmesh && o.grpc_port == 0) {
     return Fail(InvalidArgument("--modelmesh serves ModelMesh's SPI on the gRPC port: it needs --grpc-port (not 0)"));
   }
@@ -127,6 +136,7 @@ int Serve(const ServeOptions& o) {
     if (Status st = repository.Attach(o.model_name, *single_file, /*pinned=*/true); !st.ok()) return Fail(st);
     (*service)->RequireLoaded({o.model_name});  // ready once it is loaded (below, after the ports are open)
   }
+#ifndef EBB_NO_GRPC
   std::unique_ptr<server::ModelMeshRuntime> modelmesh;
   if (o.modelmesh) {
     const std::string root = o.model_root.empty() ? repository.root() : o.model_root;
@@ -134,6 +144,7 @@ int Serve(const ServeOptions& o) {
     if (!std::filesystem::is_directory(root, ec)) return Fail(NotFound("--model-root '" + root + "' is not a folder"));
     modelmesh = std::make_unique<server::ModelMeshRuntime>(**service, server::ModelMeshOptions{.model_root = root});
   }
+#endif
   for (const server::FolderProblem& p : repository.Problems()) {
     std::fprintf(stderr, "ebb: warning: folder '%s' of the repository is not served: %s\n", p.folder.c_str(),
                  p.reason.c_str());
@@ -146,6 +157,7 @@ int Serve(const ServeOptions& o) {
   server::RestApi api(**service);
   server::HttpServer http(api, o.http, (*service)->request_bytes());
   if (Status st = http.Bind(); !st.ok()) return Fail(st);
+#ifndef EBB_NO_GRPC
   std::unique_ptr<grpc::Service> inference = server::MakeGrpcInferenceService(
       **service, {.model_id_header = o.modelmesh, .threads = o.grpc_threads, .write_timeout_s = o.http.write_timeout_s});
   std::unique_ptr<grpc::Service> model_runtime;
@@ -159,14 +171,17 @@ int Serve(const ServeOptions& o) {
     }
     if (Status st = grpc_server.Start(); !st.ok()) return Fail(st);
   }
+#endif
 
   const std::string url = "http://" + o.http.host + ":" + std::to_string(http.port());
   std::printf("ebb serve: %s (repository %s)\n", url.c_str(), repository.root().c_str());
+#ifndef EBB_NO_GRPC
   if (o.grpc_port != 0) std::printf("ebb serve: grpc %s:%d\n", o.http.host.c_str(), grpc_server.port());
   if (modelmesh) {
     std::printf("ebb serve: ModelMesh model runtime (mmesh.ModelRuntime) on the gRPC port, model root %s\n",
                 modelmesh->options().model_root.c_str());
   }
+#endif
   if (single_model) std::printf("ebb serve: model '%s' from %s\n", o.model_name.c_str(), o.model_dir.c_str());
   for (const server::ModelInfo& m : repository.Index()) {
     std::printf("  %-20s %-3s %s\n", m.name.c_str(), m.version.c_str(), PoolStateName(m.state));
@@ -192,10 +207,14 @@ int Serve(const ServeOptions& o) {
     std::fflush(stdout);
   }
   (*service)->BeginShutdown();    // not ready; new inferences refused
+#ifndef EBB_NO_GRPC
   grpc_server.SetServing(false);  // grpc.health.v1: NOT_SERVING
+#endif
   http.Stop();                    // stops listening; HTTP requests in flight finish
   (*service)->WaitIdle();         // every inference and load in flight, over either front end
+#ifndef EBB_NO_GRPC
   grpc_server.Shutdown();         // stops listening, ends what is left (health watches)
+#endif
   serving.join();
   return exit_code;
 }

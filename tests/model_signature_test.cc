@@ -140,13 +140,15 @@ TEST_F(ModelFilesTest, ExternalDataBesideTheModelAndInSubfolders) {
     EXPECT_EQ(files->total_bytes, static_cast<int64_t>(fs::file_size(model) + 64 * 64 * 4)) << location;
   }
   // A link inside the folder to a file inside it is fine.
-  fs::create_symlink("weights.bin", dir_ / "m" / "link.bin");
+  if (const std::string no_links = testing::MakeSymlink("weights.bin", dir_ / "m" / "link.bin"); !no_links.empty()) {
+    GTEST_SKIP() << no_links;
+  }
   EXPECT_TRUE(FilesNaming("link.bin").ok());
 }
 
 TEST_F(ModelFilesTest, MissingEscapingAndOddLocationsAreRefused) {
   testing::WriteMatMulWeights(dir_ / "outside.bin", 1.f);
-  fs::create_symlink(dir_ / "outside.bin", dir_ / "m" / "out_link.bin");
+  const std::string no_links = testing::MakeSymlink(dir_ / "outside.bin", dir_ / "m" / "out_link.bin");
   fs::create_directories(dir_ / "m" / "folder.bin");
   std::ofstream(dir_ / "m" / "empty.bin").close();
   struct Case {
@@ -164,12 +166,14 @@ TEST_F(ModelFilesTest, MissingEscapingAndOddLocationsAreRefused) {
       {"empty.bin", StatusCode::kInvalidArgument, "empty"},
   };
   for (const Case& c : cases) {
+    if (!no_links.empty() && c.location == "out_link.bin") continue;
     auto files = FilesNaming(c.location);
     ASSERT_FALSE(files.ok()) << c.location;
     EXPECT_EQ(files.status().code(), c.code) << c.location << ": " << files.status().ToString();
     EXPECT_NE(files.status().message().find(c.says), std::string::npos) << files.status().ToString();
     EXPECT_NE(files.status().message().find(c.location), std::string::npos) << "the message names the location";
   }
+  if (!no_links.empty()) GTEST_SKIP() << no_links;
 }
 
 TEST_F(ModelFilesTest, EveryTensorOfTheGraphIsWalked) {
@@ -202,7 +206,8 @@ TEST_F(ModelFilesTest, EveryTensorOfTheGraphIsWalked) {
   auto files = ReadModelFiles(WriteGraph(graph));
   ASSERT_TRUE(files.ok()) << files.status().ToString();
   const std::string m = (dir_ / "m").string();
-  EXPECT_EQ(files->external_data, (std::vector<std::string>{m + "/a.bin", m + "/b.bin", m + "/c.bin"}));
+  EXPECT_EQ(files->external_data, (std::vector<std::string>{(dir_ / "m" / "a.bin").string(), (dir_ / "m" / "b.bin").string(),
+                                                            (dir_ / "m" / "c.bin").string()}));
   // A tensor marked external that names no location; a truncated model.
   std::string no_location;
   pb::Bytes(no_location, 8, "w");

@@ -238,7 +238,7 @@ TEST_F(ExternalDataKeyTest, MissingOrEscapingWeightsAreRefusedAndLoseNothing) {
   EXPECT_EQ(Run(good), std::vector<float>(64, 64.f));
   testing::WriteMatMulWeights(dir_ / "outside.bin", 1.f);
   std::filesystem::create_directories(dir_ / "link");
-  std::filesystem::create_symlink(dir_ / "outside.bin", dir_ / "link" / "weights.bin");
+  const std::string no_links = testing::MakeSymlink(dir_ / "outside.bin", dir_ / "link" / "weights.bin");
   struct Case {
     std::string folder, location;
     bool write_weights;
@@ -252,6 +252,7 @@ TEST_F(ExternalDataKeyTest, MissingOrEscapingWeightsAreRefusedAndLoseNothing) {
       {"link", "weights.bin", false, StatusCode::kInvalidArgument, "outside the model's folder"},
   };
   for (const Case& c : cases) {
+    if (!no_links.empty() && c.folder == "link") continue;
     const std::string path = testing::WriteMatMulModel(dir_ / c.folder, 1.f, c.location, c.write_weights);
     auto s = runtime_->Load(path, {.device = DeviceRequest::Cpu()});
     ASSERT_FALSE(s.ok()) << c.folder;
@@ -265,6 +266,7 @@ TEST_F(ExternalDataKeyTest, MissingOrEscapingWeightsAreRefusedAndLoseNothing) {
   EXPECT_EQ(Run(good), std::vector<float>(64, 64.f));
   EXPECT_EQ(runtime_->load_count(), loads);
   EXPECT_EQ(runtime_->cache().size(), 1u);
+  if (!no_links.empty()) GTEST_SKIP() << no_links;
 }
 
 TEST_F(ExternalDataKeyTest, BytesNamingExternalDataAreRefused) {
