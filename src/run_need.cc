@@ -1,0 +1,65 @@
+#include "ebb/run_need.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace ebb {
+namespace {
+
+int64_t AtLeastOne(int64_t elements) { return std::max<int64_t>(elements, 1); }
+
+// bytes * to / from, rounded up, saturating at the largest int64 (long double: 64 bits of
+// mantissa, exact for any byte count a machine holds).
+int64_t Scaled(int64_t bytes, int64_t to, int64_t from) {
+  const long double scaled = std::ceil(static_cast<long double>(bytes) * to / from);
+  if (scaled >= static_cast<long double>(std::numeric_limits<int64_t>::max())) return std::numeric_limits<int64_t>::max();
+  return static_cast<int64_t>(scaled);
+}
+
+auto BySize(int64_t elements) {
+  return [elements](const NeedPoint& p) { return p.input_elements >= elements; };
+}
+
+}  // namespace
+
+std::optional<int64_t> RunNeed::Predict(int64_t input_elements) const {
+  if (points_.empty()) return std::nullopt;
+  const int64_t x = AtLeastOne(input_elements);
+  const NeedPoint& last = points_.back();
+  if (x >= last.input_elements) return Scaled(last.bytes, x, last.input_elements);
+  auto upper = std::find_if(points_.begin(), points_.end(), BySize(x));
+  if (upper == points_.begin() || upper->input_elements == x) return upper->bytes;
+  return std::max(upper->bytes, std::prev(upper)->bytes);
+}
+
+bool RunNeed::Measured(int64_t input_elements) const {
+  const int64_t x = AtLeastOne(input_elements);
+  auto it = std::find_if(points_.begin(), points_.end(), BySize(x));
+  return it != points_.end() && it->input_elements == x;
+}
+
+void RunNeed::Record(int64_t input_elements, int64_t bytes) {
+  const NeedPoint point{AtLeastOne(input_elements), std::max<int64_t>(bytes, 0)};
+  auto it = std::find_if(points_.begin(), points_.end(), BySize(point.input_elements));
+  if (it != points_.end() && it->input_elements == point.input_elements) {
+    it->bytes = std::max(it->bytes, point.bytes);
+    return;
+  }
+  points_.insert(it, point);
+  if (points_.size() <= kMaxPoints) return;
+  // Merge the two sizes closest to each other (by ratio) into the larger one, with the larger need.
+  size_t best = 0;
+  double best_ratio = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i + 1 < points_.size(); ++i) {
+    const double ratio = static_cast<double>(points_[i + 1].input_elements) / static_cast<double>(points_[i].input_elements);
+    if (ratio < best_ratio) {
+      best_ratio = ratio;
+      best = i;
+    }
+  }
+  points_[best + 1].bytes = std::max(points_[best + 1].bytes, points_[best].bytes);
+  points_.erase(points_.begin() + static_cast<std::ptrdiff_t>(best));
+}
+
+}  // namespace ebb
