@@ -66,10 +66,12 @@ Lease::Lease(Lease&& o) noexcept
       rss_at_start_(o.rss_at_start_),
       device_(std::move(o.device_)),
       reserved_(o.reserved_),
+      arena_reserved_(o.arena_reserved_),
       alone_(o.alone_),
       run_elements_(o.run_elements_),
       retry_(o.retry_),
       predicted_(o.predicted_),
+      arena_predicted_(o.arena_predicted_),
       arena_in_use_at_start_(o.arena_in_use_at_start_),
       arena_peak_at_start_(o.arena_peak_at_start_) {
   o.pool_ = nullptr;
@@ -100,7 +102,10 @@ void ModelPool::Add(ModelSpec spec) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& e = entries_[spec.name];
   if (!e) e = std::make_unique<Entry>();
-  if (e->spec.path != spec.path) e->need = RunNeed();  // another file: what its runs need is not known
+  if (e->spec.path != spec.path) {  // another file: what its runs need is not known
+    e->need = RunNeed();
+    e->arena_need = RunNeed();
+  }
   e->removed = false;
   e->file_bytes = ec ? 0 : file_bytes;
   e->spec = std::move(spec);
@@ -247,11 +252,17 @@ Result<Lease> ModelPool::Acquire(const std::string& name, const AcquireOptions& 
 }
 
 Result<Lease> ModelPool::AcquireImpl(const std::string& name, const AcquireOptions& options, bool on_demand,
-                                     bool retry) {
+                                     bool retry, uint64_t retry_ticket, const std::string& retry_device) {
   std::vector<PoolEvent> events;
   std::unique_lock<std::mutex> lock(mu_);
   Entry* entry = FindLocked(name);
-  if (!entry) return NotFound("unknown model '" + name + "'");
+  if (!entry) {
+    if (retry_ticket) {
+      LineOf(retry_device).Leave(retry_ticket);
+      changed_.notify_all();
+    }
+    return NotFound("unknown model '" + name + "'");
+  }
   // After a wait the entry may have been removed (Remove): look it up again.
   auto still_there = [&] { return (entry = FindLocked(name)) != nullptr; };
   const auto start = Clock::now();
@@ -264,8 +275,8 @@ Result<Lease> ModelPool::AcquireImpl(const std::string& name, const AcquireOptio
   const bool run = options_.admit_by_memory && options.run_elements.has_value();
   const int64_t elements = run ? std::max<int64_t>(*options.run_elements, 1) : 0;
   const auto memory_deadline = options.deadline.value_or(start + clamped(options_.wait_for_memory));
-  uint64_t ticket = 0;  // 0: not in a line
-  std::string line_device;
+  uint64_t ticket = retry_ticket;  // 0: not in a line
+  std::string line_device = retry_device;
   bool waited = false;
   Reserved reserved;
   auto leave_line = [&] {
@@ -396,6 +407,8 @@ Result<Lease> ModelPool::AcquireImpl(const std::string& name, const AcquireOptio
   if (run) {
     lease.device_ = e.device;
     lease.reserved_ = reserved.bytes;
+    lease.arena_reserved_ = reserved.arena_bytes;
+    lease.arena_predicted_ = reserved.arena_predicted;
     lease.alone_ = reserved.alone;
     lease.run_elements_ = elements;
     lease.retry_ = retry;
@@ -443,10 +456,13 @@ Status ModelPool::RunWithRecovery(const std::string& name, const AcquireOptions&
                                   const std::function<Status(const std::shared_ptr<Session>&)>& body) {
   const bool admitted = options_.admit_by_memory && options.run_elements.has_value();
   Status status;
+  uint64_t retry_ticket = 0;
+  std::string retry_device;
   for (int attempt = 0; attempt < 2; ++attempt) {
     // With admission, the retry waits at the head of the line until the runs in flight have
     // drained, then runs alone and is measured: runs that failed together retry one by one.
-    Result<Lease> lease = AcquireImpl(name, options, /*on_demand=*/true, /*retry=*/admitted && attempt == 1);
+    Result<Lease> lease =
+        AcquireImpl(name, options, /*on_demand=*/true, /*retry=*/admitted && attempt == 1, retry_ticket, retry_device);
     if (!lease.ok()) return lease.status();
     status = body(lease->session());
     if (status.code() != StatusCode::kResourceExhausted || attempt == 1) return status;
@@ -461,6 +477,13 @@ Status ModelPool::RunWithRecovery(const std::string& name, const AcquireOptions&
         if (broken || (idle && other_name != name)) EvictLocked(*e, EvictReason::kOutOfMemory, &events);
       }
       if (Entry* e = FindLocked(name)) ++e->out_of_memory;
+      if (admitted && !lease->device_.empty()) {
+        // Its place at the head of the line is taken before its reservation comes back, so that
+        // no run waiting meanwhile gets in first.
+        retry_ticket = ++next_ticket_;
+        retry_device = lease->device_;
+        LineOf(retry_device).Enqueue(retry_ticket, /*retry=*/true, name);
+      }
     }
     Emit(events);
     detail::LogWarning("model '" + name + "' ran out of memory; evicted idle models and retrying once" +

@@ -26,99 +26,116 @@ ModelPool::Line& ModelPool::LineOf(const std::string& device) {
   return *line;
 }
 
-int64_t ModelPool::RunLimitLocked(const std::string& device, int64_t own_charge, bool alone, std::string* why) const {
-  int64_t limit = -1;
-  auto lower = [&](int64_t value, const std::string& reason) {
-    value = std::max<int64_t>(value, 0);
-    if (limit >= 0 && value >= limit) return;
-    limit = value;
-    if (why) *why = reason;
-  };
+ModelPool::Limits ModelPool::RunLimitsLocked(const std::string& device, int64_t own_charge, bool alone) const {
+  Limits limits;
   // The shared arena bounds every CPU session's runs together, whatever the budget says.
   if (device == "cpu" && runtime_.policy().cpu.arena == CpuArenaMode::kShared) {
-    if (const int64_t cap = runtime_.shared_arena_cap(); cap > 0) lower(cap, "the shared CPU arena's cap of " + Bytes(cap));
+    if (const int64_t cap = runtime_.shared_arena_cap(); cap > 0) {
+      limits.arena = cap;
+      limits.arena_why = "the shared CPU arena's cap of " + Bytes(cap);
+    }
   }
   int64_t room = budget(device);  // 0: no budget (a GPU that NVML does not report)
-  std::string room_why = "the memory budget on " + device;
+  std::string why = "the memory budget on " + device;
   if (device == "cpu") {
     // The machine's memory, or the container's limit when lower (the cgroup reading).
     if (const int64_t physical = PhysicalMemoryBytes(); physical > 0 && (room <= 0 || physical < room)) {
       room = physical;
-      room_why = "the memory this process may use (the machine's or its container's limit)";
+      why = "the memory this process may use (the machine's or its container's limit)";
     }
   }
   if (room > 0) {
     const int64_t charges = alone ? own_charge : UsedLocked(device);
-    lower(room - charges, room_why + " of " + Bytes(room) + " less " + Mib(charges) + " charged to " +
-                              (alone ? "the model itself" : "the models loaded there"));
+    limits.memory = std::max<int64_t>(room - charges, 0);
+    limits.memory_why = why + " of " + Bytes(room) + " less " + Mib(charges) + " charged to " +
+                        (alone ? "the model itself" : "the models loaded there");
   }
-  return limit;
+  return limits;
+}
+
+std::pair<std::optional<int64_t>, std::optional<int64_t>> ModelPool::PredictLocked(const Entry& e,
+                                                                                   int64_t elements) const {
+  const std::optional<int64_t> memory = e.need.Predict(elements);
+  // Where no run raised the arena's peak yet, the memory need bounds the arena's from above.
+  std::optional<int64_t> arena = e.arena_need.empty() ? memory : e.arena_need.Predict(elements);
+  if (arena && memory) arena = std::min(*arena, *memory);
+  return {memory, arena};
 }
 
 std::string ModelPool::WaitReasonLocked(const Entry& e, int64_t elements, bool retry) const {
-  const std::optional<int64_t> predicted = e.need.Predict(elements);
+  const auto [memory, arena] = PredictLocked(e, elements);
   std::string reason;
   if (retry) {
     reason = "to retry alone after running out of memory";
-  } else if (!predicted) {
+  } else if (!memory) {
     reason = "to run alone: a model's first run is measured alone, and '" + e.spec.name + "' has none yet";
   } else {
-    reason = "a run of " + std::to_string(elements) + " input elements is predicted to need " + Bytes(*predicted);
+    reason = "a run of " + std::to_string(elements) + " input elements is predicted to need " + Bytes(*memory) +
+             " of memory, " + Mib(*arena) + " of it in the arena";
   }
   auto it = lines_.find(e.device);
   if (it == lines_.end()) return reason;
   const Line& line = *it->second;
+  const Limits limits = RunLimitsLocked(e.device, 0, false);
   reason += "; " + std::to_string(line.runs) + " runs in flight on " + e.device + " hold " + Mib(line.reserved);
-  std::string why;
-  if (const int64_t limit = RunLimitLocked(e.device, 0, false, &why); limit >= 0) {
-    reason += " of the " + Mib(limit) + " runs may reserve there (" + why + ")";
-  }
+  if (limits.memory >= 0) reason += " of the " + Mib(limits.memory) + " they may reserve (" + limits.memory_why + ")";
+  if (limits.arena >= 0) reason += " and " + Mib(line.arena_reserved) + " of " + limits.arena_why;
   return reason + ", " + std::to_string(line.waiting.size()) + " runs waiting";
 }
 
 ModelPool::Admit ModelPool::TryAdmitLocked(Entry& e, int64_t elements, uint64_t ticket, bool retry,
                                            Reserved* reserved, Status* refusal, std::vector<PoolEvent>* events) {
   Line& line = LineOf(e.device);
-  const std::optional<int64_t> predicted = e.need.Predict(elements);
+  const auto [memory, arena] = PredictLocked(e, elements);
   // Not measured yet (or retrying after an out-of-memory): it runs alone, to be measured.
-  const bool alone = retry || !predicted;
-  if (predicted && !retry) {
-    std::string why;
-    const int64_t most = RunLimitLocked(e.device, ChargeOf(e), /*alone=*/true, &why);
-    if (most >= 0 && *predicted > most) {
+  const bool alone = retry || !memory;
+  if (memory && !retry) {
+    const Limits most = RunLimitsLocked(e.device, ChargeOf(e), /*alone=*/true);
+    std::string over;
+    if (most.arena >= 0 && *arena > most.arena) {
+      over = Bytes(*arena) + " of arena, more than " + most.arena_why;
+    } else if (most.memory >= 0 && *memory > most.memory) {
+      over = Bytes(*memory) + " of memory, more than " + most.memory_why + " leaves for it (" + Bytes(most.memory) + ")";
+    }
+    if (!over.empty()) {
       ++line.refused;
       *refusal = ResourceExhausted("model '" + e.spec.name + "': a run of " + std::to_string(elements) +
-                                   " input elements is predicted to need " + Bytes(*predicted) + ", more than " +
-                                   why + " leaves for it (" + Bytes(most) +
-                                   "); it cannot run even alone (predicted from what its runs were measured to "
+                                   " input elements is predicted to need " + over +
+                                   "; it cannot run even alone (predicted from what its runs were measured to "
                                    "need; a smaller input may fit)");
       return Admit::kRefused;
     }
   }
   // In arrival order: only the first in line may go, and nobody while a run holds the device alone.
   if (!line.First(ticket) || line.alone) return Admit::kWait;
-  int64_t bytes = 0;
+  Reserved taken{0, 0, alone, memory.value_or(-1), arena.value_or(-1)};
   if (alone) {
     if (line.runs > 0) return Admit::kWait;  // it waits for the runs in flight to drain
-    bytes = predicted.value_or(0);           // shown while it runs; the device is its own anyway
+    // Shown while it runs; the device is its own anyway.
+    taken.bytes = memory.value_or(0);
+    taken.arena_bytes = arena.value_or(0);
   } else {
-    bytes = *predicted;
+    taken.bytes = *memory;
+    taken.arena_bytes = *arena;
     // When idle models' charges keep it out even with nothing else running, they go (LRU first);
     // runs in flight are waited for, never evicted.
-    if (const int64_t b = budget(e.device); b > 0 && UsedLocked(e.device) + bytes > b) {
-      (void)MakeRoomLocked(e.device, bytes, e.spec.name, events);
+    if (const int64_t b = budget(e.device); b > 0 && UsedLocked(e.device) + taken.bytes > b) {
+      (void)MakeRoomLocked(e.device, taken.bytes, e.spec.name, events);
     }
-    const int64_t limit = RunLimitLocked(e.device, 0, false, nullptr);
-    if (limit >= 0 && line.reserved + bytes > limit) return Admit::kWait;
+    const Limits limits = RunLimitsLocked(e.device, 0, false);
+    if (limits.memory >= 0 && line.reserved + taken.bytes > limits.memory) return Admit::kWait;
+    if (limits.arena >= 0 && line.arena_reserved + taken.arena_bytes > limits.arena) return Admit::kWait;
   }
-  *reserved = Reserved{bytes, alone, predicted.value_or(-1)};
-  line.reserved += bytes;
+  *reserved = taken;
+  line.reserved += taken.bytes;
+  line.arena_reserved += taken.arena_bytes;
   ++line.runs;
   line.alone = alone;
   ++line.admitted;
-  e.reserved_bytes += bytes;
+  e.reserved_bytes += taken.bytes;
   e.last_run_elements = elements;
-  e.last_need_bytes = alone ? 0 : bytes;
+  e.last_need_bytes = alone ? 0 : taken.bytes;
+  e.last_arena_need_bytes = alone ? 0 : taken.arena_bytes;
   return Admit::kAdmitted;
 }
 
@@ -127,6 +144,7 @@ void ModelPool::ReturnReservationLocked(const Lease& lease) {
   if (auto it = lines_.find(lease.device_); it != lines_.end()) {
     Line& line = *it->second;
     line.reserved -= lease.reserved_;
+    line.arena_reserved -= lease.arena_reserved_;
     --line.runs;
     if (lease.alone_) line.alone = false;
   }
@@ -165,11 +183,15 @@ void ModelPool::FinishMeasuringLocked(Entry& e, const Lease& lease) {
   if (e.device == "cpu") {
     if (!measured) return;
     peak = ReadPeakRssBytes() - lease.rss_at_start_;
-    // The shared arena's peak, when this run raised it: its own (it was alone), and counted even
-    // where RSS did not grow (arena regions that heap pages already held).
+    // The shared arena's peak, when this run raised it: its own (it was alone), exact, and counted
+    // even where RSS did not grow (arena regions that heap pages already held).
     if (lease.arena_peak_at_start_ >= 0) {
       if (auto shared = runtime_.ReadSharedArena(); shared && shared->peak_in_use > lease.arena_peak_at_start_) {
-        peak = std::max(peak, shared->peak_in_use - lease.arena_in_use_at_start_);
+        const int64_t arena = shared->peak_in_use - lease.arena_in_use_at_start_;
+        peak = std::max(peak, arena);
+        if (lease.run_elements_ >= 0) {
+          e.arena_need.Record(lease.run_elements_, lease.retry_ ? std::max(arena, lease.arena_predicted_) : arena);
+        }
       }
     }
   } else {
@@ -194,19 +216,23 @@ ModelStatus ModelPool::StatusLocked(const std::string& name, const Entry& e) con
   ModelStatus s{name,        e.state,         DeviceOf(e),  e.reason, ChargeOf(e), e.load_bytes, e.transient_bytes,
                 e.in_flight, e.spec.pinned,   e.loads};
   s.need_points = e.need.points();
+  s.arena_need_points = e.arena_need.points();
   s.last_run_elements = e.last_run_elements;
   s.last_need_bytes = e.last_need_bytes;
+  s.last_arena_need_bytes = e.last_arena_need_bytes;
   s.reserved_bytes = e.reserved_bytes;
   s.out_of_memory = e.out_of_memory;
   for (const auto& [device, line] : lines_) s.waiting_for_memory += line->WaitingFor(name);
   return s;
 }
 
-Result<std::optional<int64_t>> ModelPool::PredictNeed(const std::string& name, int64_t input_elements) const {
+Result<std::optional<NeedPrediction>> ModelPool::PredictNeed(const std::string& name, int64_t input_elements) const {
   std::lock_guard<std::mutex> lock(mu_);
   const Entry* e = FindLocked(name);
   if (!e) return NotFound("unknown model '" + name + "'");
-  return e->need.Predict(input_elements);
+  const auto [memory, arena] = PredictLocked(*e, std::max<int64_t>(input_elements, 1));
+  if (!memory) return std::optional<NeedPrediction>();
+  return std::optional<NeedPrediction>(NeedPrediction{*memory, *arena});
 }
 
 std::vector<DeviceAdmission> ModelPool::Admission() const {
@@ -215,10 +241,12 @@ std::vector<DeviceAdmission> ModelPool::Admission() const {
   auto add = [&](const std::string& device, const Line* line) {
     DeviceAdmission d;
     d.device = device;
-    d.limit_bytes = RunLimitLocked(device, 0, false, nullptr);
-    if (device == "cpu" && runtime_.policy().cpu.arena == CpuArenaMode::kShared) d.arena_cap_bytes = runtime_.shared_arena_cap();
+    const Limits limits = RunLimitsLocked(device, 0, false);
+    d.memory_limit_bytes = limits.memory;
+    d.arena_cap_bytes = std::max<int64_t>(limits.arena, 0);
     if (line) {
       d.reserved_bytes = line->reserved;
+      d.arena_reserved_bytes = line->arena_reserved;
       d.runs = line->runs;
       d.alone = line->alone;
       d.waiting = static_cast<int>(line->waiting.size());

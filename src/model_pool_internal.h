@@ -35,9 +35,11 @@ struct ModelPool::Entry {
   bool removed = false;          // Remove()d while a lease was out: erased when the last one ends
   // Admission by memory. A RunNeed survives evictions and reloads (it is the
   // model's, not the session's); Add() with another file starts it afresh.
-  RunNeed need;
+  RunNeed need;                  // memory (RSS) a run needs
+  RunNeed arena_need;            // shared CPU arena a run needs (exact, from runs that raised its peak)
   int64_t last_run_elements = 0;
   int64_t last_need_bytes = 0;
+  int64_t last_arena_need_bytes = 0;
   int64_t reserved_bytes = 0;    // by its run leases out
   uint64_t out_of_memory = 0;
 };
@@ -51,7 +53,8 @@ struct ModelPool::Line {
     std::string model;
   };
   std::deque<Waiter> waiting;
-  int64_t reserved = 0;  // by runs in flight
+  int64_t reserved = 0;        // by runs in flight, against the budget
+  int64_t arena_reserved = 0;  // and against the shared arena's cap
   int runs = 0;          // runs in flight with a reservation
   bool alone = false;    // one of them holds the device alone
   uint64_t admitted = 0, waited = 0, refused = 0, timed_out = 0, cancelled = 0;

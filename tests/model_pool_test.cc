@@ -572,8 +572,9 @@ TEST_F(AdmissionTest, FourConcurrentRunsThatEachFitAloneAllSucceedUnderTheCap) {
     while (!stop) {
       if (auto a = runtime_->ReadSharedArena()) peak_reserved = std::max<int64_t>(peak_reserved, a->reserved);
       const DeviceAdmission d = Cpu();
-      peak_reservations = std::max<int64_t>(peak_reservations, d.reserved_bytes);
-      if (d.limit_bytes >= 0 && d.reserved_bytes > d.limit_bytes) ++over_limit;
+      peak_reservations = std::max<int64_t>(peak_reservations, d.arena_reserved_bytes);
+      if (d.memory_limit_bytes >= 0 && d.reserved_bytes > d.memory_limit_bytes) ++over_limit;
+      if (d.arena_reserved_bytes > d.arena_cap_bytes) ++over_limit;
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
   });
@@ -603,7 +604,11 @@ TEST_F(AdmissionTest, FourConcurrentRunsThatEachFitAloneAllSucceedUnderTheCap) {
   EXPECT_EQ(d.reserved_bytes, 0);
   EXPECT_EQ(d.runs, 0);
   EXPECT_EQ(d.arena_cap_bytes, kCap);
-  EXPECT_EQ(d.limit_bytes, kCap) << "the cap is the tighter limit on this machine";
+  EXPECT_GT(d.memory_limit_bytes, kCap) << "the budget is not the tighter limit on this machine";
+  ASSERT_EQ(s.arena_need_points.size(), 1u) << "the first run raised the arena's peak";
+  EXPECT_GE(s.arena_need_points[0].bytes, 128 * kMiB);
+  EXPECT_LE(s.arena_need_points[0].bytes, s.need_points[0].bytes);
+  EXPECT_EQ(s.last_arena_need_bytes, s.arena_need_points[0].bytes);
   std::lock_guard<std::mutex> lock(mu_);
   int waits = 0;
   for (const PoolEvent& e : events_) waits += e.kind == PoolEvent::Kind::kWait && e.admitted && e.wait_ms > 0;
@@ -617,14 +622,15 @@ TEST_F(AdmissionTest, ARunPredictedLargerThanTheCapFailsAtOnceWithTheNumbers) {
   const uint64_t runs = pool_->Acquire("m")->session()->run_count();
   auto predicted = pool_->PredictNeed("m", Elements(4096));
   ASSERT_TRUE(predicted.ok() && predicted->has_value());
-  EXPECT_GT(**predicted, kCap) << "64 times the measured size, in proportion";
+  const int64_t arena = (*predicted)->arena_bytes;
+  EXPECT_GT(arena, kCap) << "64 times the measured size, in proportion";
   const auto start = Clock::now();
   auto big = pool_->Run("m", ImageInput(4096, 4096));
   const auto took = Clock::now() - start;
   ASSERT_EQ(big.status().code(), StatusCode::kResourceExhausted) << big.status().ToString();
   const std::string& message = big.status().message();
   EXPECT_NE(message.find("predicted to need"), std::string::npos) << message;
-  EXPECT_NE(message.find(std::to_string(**predicted) + " bytes"), std::string::npos) << message;
+  EXPECT_NE(message.find(std::to_string(arena) + " bytes) of arena"), std::string::npos) << message;
   EXPECT_NE(message.find("shared CPU arena's cap of 320.0 MiB (" + std::to_string(kCap) + " bytes)"),
             std::string::npos)
       << message;
@@ -684,7 +690,7 @@ TEST_F(AdmissionTest, AWaitingRunHonoursItsDeadlineAndACallerThatLeftFreesItsPla
 TEST_F(AdmissionTest, OutOfMemoryRetriesRunAloneOneByOneAfterTheOthersDrained) {
   Start(320 * kMiB);
   ASSERT_TRUE(pool_->Run("m", ImageInput(256, 256)).ok());  // measured alone
-  const int64_t before = **pool_->PredictNeed("m", Elements(256));
+  const int64_t before = (*pool_->PredictNeed("m", Elements(256)))->memory_bytes;
   auto held = Hold(256);  // a run in flight the retries must wait for
   ASSERT_TRUE(held.ok());
   // Four runs that run out of memory together (the first attempt says so), then retry.
@@ -722,7 +728,7 @@ TEST_F(AdmissionTest, OutOfMemoryRetriesRunAloneOneByOneAfterTheOthersDrained) {
   EXPECT_EQ(most_at_once.load(), 1) << "the retries ran one at a time, each alone";
   const ModelStatus s = *pool_->StatusOf("m");
   EXPECT_EQ(s.out_of_memory, 4u);
-  EXPECT_GE(**pool_->PredictNeed("m", Elements(256)), before) << "raised to what was seen, never lowered";
+  EXPECT_GE((*pool_->PredictNeed("m", Elements(256)))->memory_bytes, before) << "raised to what was seen, never lowered";
 }
 
 TEST_F(AdmissionTest, AModelsFirstRunRunsAloneToBeMeasured) {
@@ -745,7 +751,8 @@ TEST_F(AdmissionTest, AModelsFirstRunRunsAloneToBeMeasured) {
   EXPECT_TRUE(second_in);
   auto predicted = pool_->PredictNeed("m", Elements(512));
   ASSERT_TRUE(predicted->has_value());
-  EXPECT_GE(**predicted, 32 * kMiB) << "two 16 MiB activations at least";
+  EXPECT_GE((*predicted)->arena_bytes, 32 * kMiB) << "two 16 MiB activations at least";
+  EXPECT_GE((*predicted)->memory_bytes, (*predicted)->arena_bytes);
   EXPECT_FALSE(Cpu().alone);
 }
 
@@ -771,7 +778,7 @@ TEST(AdmissionBudgetTest, IdleModelsAreEvictedToMakeRoomForARunsReservation) {
     ModelPool measure(**rt, {.cpu_budget_bytes = int64_t{1} << 40});
     add(measure);
     ASSERT_TRUE(measure.Run("run", ImageInput(512, 512)).ok());
-    need = **measure.PredictNeed("run", Elements(512));
+    need = (*measure.PredictNeed("run", Elements(512)))->memory_bytes;
     ASSERT_TRUE(measure.Load("idle0").ok());
     idle = measure.StatusOf("idle0")->charge_bytes;
   }

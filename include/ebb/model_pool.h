@@ -14,15 +14,17 @@
 // a lease acquired with AcquireOptions::run_elements (its input size; Run()
 // and RunWithRecovery() with a size set it). Each model learns what its runs
 // need beside its charge, as a function of their input size (ebb/run_need.h):
-// a run that was alone in the process is measured (its RSS high-water mark,
-// reset through /proc/self/clear_refs, over its start, or the shared arena's
-// new peak over what was in use at its start; on CUDA the peak of its
-// session's own arena). Before a run starts, its predicted need is RESERVED
-// against what its device has left:
-//   * the shared CPU arena's cap, for CPU sessions that allocate from it;
-//   * the budget (CPU: never above the machine's or the container's memory,
-//     PhysicalMemoryBytes) minus the charges of the models loaded there;
-// minus what the runs in flight there have reserved. A run that does not fit
+// a run that was alone in the pool is measured: on CPU its RSS high-water
+// mark (reset through /proc/self/clear_refs) over its start, and, when it
+// raised the shared arena's peak, that peak over what was in use at its start
+// (its arena need, exact); on CUDA the peak of its session's own arena. Before
+// a run starts, its predicted needs are RESERVED against what its device has
+// left, less what the runs in flight there have reserved:
+//   * its arena need against the shared CPU arena's cap, for CPU sessions
+//     that allocate from it (its memory need where no arena need is known);
+//   * its memory need (the RSS peak, at least the arena need) against the
+//     budget (CPU: never above the machine's or the container's memory,
+//     PhysicalMemoryBytes) minus the charges of the models loaded there. A run that does not fit
 // waits, in arrival order per device (the first in line holds the others
 // back), until reservations come back, up to its deadline (kUnavailable
 // after it, kCancelled when AcquireOptions::cancelled says the caller left);
@@ -33,8 +35,11 @@
 // measurement yet runs ALONE on its device (it waits until the runs in flight
 // there have drained, and holds the others back while it runs) to get one.
 // What is sound under concurrency: nothing is measured while another lease is
-// out (concurrent runs' RSS and arena peaks cannot be told apart); the
-// prediction only grows, and it assumes a larger input never needs less.
+// out (concurrent runs' RSS and arena peaks cannot be told apart); what else
+// the process does meanwhile (a server decoding other requests) counts in an
+// RSS measurement, which can only make it larger; the arena's peak is a
+// high-water mark, so it teaches only runs that raise it; a prediction only
+// grows, and it assumes a larger input never needs less.
 // Leases without run_elements (Load, a plain Acquire) reserve nothing.
 //
 // OUT OF MEMORY (RunWithRecovery): when a run still fails with
@@ -154,21 +159,30 @@ struct ModelStatus {
   bool pinned = false;
   uint64_t loads = 0;
   // Admission by memory:
-  std::vector<NeedPoint> need_points;  // what its runs were measured to need, by input size
+  std::vector<NeedPoint> need_points;        // the memory (RSS) its runs were measured to need, by input size
+  std::vector<NeedPoint> arena_need_points;  // the shared arena they were measured to need (CPU)
   int64_t last_run_elements = 0;       // the latest run admitted: its input size,
-  int64_t last_need_bytes = 0;         // and what it reserved (its prediction; 0 when it ran alone to be measured)
-  int64_t reserved_bytes = 0;          // reserved by its runs in flight now
+  int64_t last_need_bytes = 0;         // what it reserved against the budget (its prediction; 0 when it ran
+  int64_t last_arena_need_bytes = 0;   // alone to be measured), and against the arena's cap
+  int64_t reserved_bytes = 0;          // reserved by its runs in flight now (against the budget)
   int waiting_for_memory = 0;          // its runs waiting for memory now
   uint64_t out_of_memory = 0;          // runs that failed with out-of-memory (each raised its prediction)
+};
+
+// What a run is predicted to need.
+struct NeedPrediction {
+  int64_t memory_bytes = 0;  // memory (RSS), reserved against the budget
+  int64_t arena_bytes = 0;   // of it, in the shared CPU arena: reserved against its cap
 };
 
 // Admission by memory on one device, now and so far.
 struct DeviceAdmission {
   std::string device;             // "cpu", "cuda:0"
-  int64_t limit_bytes = 0;        // what runs may reserve now: the arena cap, the budget (container limit) less
-                                  // the charges of the models loaded; the smaller; -1 = unbounded
+  int64_t memory_limit_bytes = 0; // what runs may reserve against the budget now: the budget (CPU: at most the
+                                  // machine's or container's memory) less the loaded models' charges; -1 = none
+  int64_t reserved_bytes = 0;     // reserved against it by runs in flight
   int64_t arena_cap_bytes = 0;    // the shared CPU arena's cap (0: none)
-  int64_t reserved_bytes = 0;     // reserved by runs in flight
+  int64_t arena_reserved_bytes = 0;  // reserved against the cap by runs in flight
   int runs = 0;                   // runs in flight with a reservation
   bool alone = false;             // a run holds the device alone (first measurement, out-of-memory retry)
   int waiting = 0;                // runs waiting for memory now
@@ -235,11 +249,13 @@ class Lease {
   int64_t rss_at_start_ = 0;
   // Admission by memory (a run lease):
   std::string device_;               // where its reservation is ("" = none)
-  int64_t reserved_ = 0;             // bytes reserved
+  int64_t reserved_ = 0;             // bytes reserved against the budget
+  int64_t arena_reserved_ = 0;       // and against the shared arena's cap
   bool alone_ = false;               // it holds its device alone
   int64_t run_elements_ = -1;        // its input size (-1: not a run)
   bool retry_ = false;               // an out-of-memory retry: its measurement raises the prediction
-  int64_t predicted_ = -1;           // its prediction when admitted (-1: none)
+  int64_t predicted_ = -1;           // its predictions when admitted (-1: none)
+  int64_t arena_predicted_ = -1;
   int64_t arena_in_use_at_start_ = -1;  // shared arena (CPU) or own arena (CUDA) at the start, when measuring
   int64_t arena_peak_at_start_ = -1;
 };
@@ -298,9 +314,9 @@ class ModelPool {
   // Budget and charges in use on a device ("cpu", "cuda:0"); budget 0 = none.
   int64_t budget(const std::string& device) const;
   int64_t used(const std::string& device) const;
-  // The predicted need of a run of `input_elements` (nullopt: not measured yet).
-  // Errors: kNotFound.
-  Result<std::optional<int64_t>> PredictNeed(const std::string& name, int64_t input_elements) const;
+  // What a run of `input_elements` is predicted to need (nullopt: not measured
+  // yet). Errors: kNotFound.
+  Result<std::optional<NeedPrediction>> PredictNeed(const std::string& name, int64_t input_elements) const;
   // Admission by memory per device that has seen runs.
   std::vector<DeviceAdmission> Admission() const;
 
@@ -309,22 +325,33 @@ class ModelPool {
   friend class Lease;
   struct Line;  // the runs of one device: reservations and the waiting line
   struct Reserved {
-    int64_t bytes = 0;
+    int64_t bytes = 0;        // against the budget
+    int64_t arena_bytes = 0;  // against the shared arena's cap
     bool alone = false;
-    int64_t predicted = -1;  // -1: no prediction (not measured yet)
+    int64_t predicted = -1;   // -1: no prediction (not measured yet)
+    int64_t arena_predicted = -1;
+  };
+  // What runs on a device may reserve in all; -1 = unbounded. `*_why` names each limit.
+  struct Limits {
+    int64_t arena = -1;  // the shared arena's cap (CPU)
+    int64_t memory = -1; // the budget or the machine's (container's) memory, less charges
+    std::string arena_why, memory_why;
   };
   enum class Admit { kAdmitted, kWait, kRefused };
-  // `retry`: an out-of-memory retry (first in line, alone, measured).
+  // `retry`: an out-of-memory retry (first in line, alone, measured), holding
+  // the place `retry_ticket` took in `retry_device`'s line before its failed
+  // run's reservation came back (0: none).
   Result<Lease> AcquireImpl(const std::string& name, const AcquireOptions& options, bool on_demand,
-                            bool retry = false);
+                            bool retry = false, uint64_t retry_ticket = 0, const std::string& retry_device = "");
   // Admission of a run of `e` (READY) for the waiter `ticket`: kAdmitted with
   // `*reserved` taken, kWait, or kRefused with `*refusal`. REQUIRES: mu_ held.
   Admit TryAdmitLocked(Entry& e, int64_t elements, uint64_t ticket, bool retry, Reserved* reserved,
                        Status* refusal, std::vector<PoolEvent>* events);
-  // What runs on `device` may reserve in all; -1 = unbounded. `alone`: with
-  // every other model evicted (only `own_charge` left). `why` names the limit.
-  // REQUIRES: mu_ held.
-  int64_t RunLimitLocked(const std::string& device, int64_t own_charge, bool alone, std::string* why) const;
+  // What runs on `device` may reserve in all. `alone`: with every other model
+  // evicted (only `own_charge` left). REQUIRES: mu_ held.
+  Limits RunLimitsLocked(const std::string& device, int64_t own_charge, bool alone) const;
+  // A run's predicted needs: memory, arena (nullopt: not measured). REQUIRES: mu_ held.
+  std::pair<std::optional<int64_t>, std::optional<int64_t>> PredictLocked(const Entry& e, int64_t elements) const;
   // Why a run waits, for the message of one that waited too long. REQUIRES: mu_ held.
   std::string WaitReasonLocked(const Entry& e, int64_t elements, bool retry) const;
   void StartMeasuringLocked(Entry& e, Lease& lease);
