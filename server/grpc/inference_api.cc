@@ -82,6 +82,21 @@ void FillStatistics(const ModelStatistics& s, inference::ModelStatistics* out) {
   ebb->set_charge_bytes(s.charge_bytes);
   ebb->set_transient_peak_bytes(s.transient_peak_bytes);
   ebb->set_state(s.state);
+  for (const NeedPoint& p : s.need_points) {
+    auto* point = ebb->add_need_points();
+    point->set_input_elements(p.input_elements);
+    point->set_bytes(p.bytes);
+  }
+  for (const NeedPoint& p : s.arena_need_points) {
+    auto* point = ebb->add_arena_need_points();
+    point->set_input_elements(p.input_elements);
+    point->set_bytes(p.bytes);
+  }
+  ebb->set_predicted_need_bytes(s.predicted_need_bytes);
+  ebb->set_predicted_arena_need_bytes(s.predicted_arena_need_bytes);
+  ebb->set_reserved_bytes(s.reserved_bytes);
+  ebb->set_waiting_for_memory(s.waiting_for_memory);
+  ebb->set_out_of_memory(s.out_of_memory);
 }
 
 template <typename Map>
@@ -146,9 +161,10 @@ class InferenceApi final : public inference::GRPCInferenceService::Service {
 
   grpc::Status ModelInfer(ServerContext* context, const inference::ModelInferRequest* in,
                           inference::ModelInferResponse* out) override {
-    Result<InferResponse> response = core_.Infer(ModelName(context, in->model_name()), in->model_version(), [&] {
-      return DecodeModelInferRequest(*in, core_.options().max_input_elements);
-    });
+    Result<InferResponse> response = core_.Infer(
+        ModelName(context, in->model_name()), in->model_version(),
+        [&] { return DecodeModelInferRequest(*in, core_.options().max_input_elements); },
+        [context] { return context->IsCancelled(); });  // the client cancelled, or its deadline passed
     if (!response.ok()) return GrpcStatusFor(response.status());
     EncodeModelInferResponse(*response, out);
     return grpc::Status::OK;
