@@ -35,6 +35,7 @@ bench: build
 	$(BUILD)/ebb bench release --json --models $(BUILD)/generated_models --model conv_100mb --size 64
 	$(BUILD)/ebb bench footprint --json
 	$(BUILD)/ebb bench modelmesh --json
+	$(BUILD)/ebb bench concurrency --json
 	PYTHONPATH=$(BUILD)/python /usr/bin/python3 python/bench/bench_python.py --json
 
 # Sanitizers: the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan, -O1)

@@ -253,6 +253,21 @@ int main(int argc, char** argv) {
   modelmesh_cmd->add_option("--sizes", modelmesh_bench.sizes, "generated models, MB of weights")->capture_default_str();
   modelmesh_cmd->add_flag("--json", modelmesh_bench.json, "print JSON (the only output format)");
   auto* json_cmd = add_bench("json", "decoding a 4 MB JSON FP32 tensor: throughput and peak memory, beside a copy");
+  ConcurrencyOptions concurrency;
+  auto* concurrency_cmd = bench_cmd->add_subcommand(
+      "concurrency", "1 to 16 concurrent clients under a capped arena: admission by memory against none and no cap");
+  AddCommon(concurrency_cmd, &concurrency.common);
+  concurrency_cmd->add_option("--model", concurrency.model, kModelHelp)->capture_default_str();
+  concurrency_cmd->add_option("--size", concurrency.side, "input side in pixels")->capture_default_str();
+  concurrency_cmd->add_option("--cap-bytes", concurrency.cap_bytes,
+                              "the shared arena's cap (0 = 2.5 times one run's arena peak, measured first)")
+      ->capture_default_str();
+  concurrency_cmd->add_option("--rounds", concurrency.rounds, "rounds of the modes at each N (best throughput kept)")
+      ->check(CLI::Range(1, 20))
+      ->capture_default_str();
+  concurrency_cmd->add_flag("--json", concurrency.json, "print JSON (the only output format)");
+  concurrency_cmd->add_option("--worker", concurrency.worker)->group("");
+  concurrency_cmd->add_option("--clients", concurrency.clients)->group("");
 
 #endif
 
@@ -283,6 +298,7 @@ int main(int argc, char** argv) {
   if (*footprint_cmd) return BenchFootprint(footprint);
   if (*json_cmd) return BenchJson(bench);
   if (*modelmesh_cmd) return BenchModelMesh(modelmesh_bench);
+  if (*concurrency_cmd) return BenchConcurrency(concurrency);
 #endif
   return 1;
 }
