@@ -88,32 +88,38 @@ ModelPool::Admit ModelPool::TryAdmitLocked(Entry& e, int64_t elements, uint64_t 
   Line& line = LineOf(e.device);
   const auto [memory, arena] = PredictLocked(e, elements);
   // Not measured yet (or retrying after an out-of-memory): it runs alone, to be measured.
-  const bool alone = retry || !memory;
+  bool alone = retry || !memory;
   if (memory && !retry) {
     const Limits most = RunLimitsLocked(e.device, ChargeOf(e), /*alone=*/true);
+    // Refused only on what it needs at least; a prediction (an upper bound) that cannot fit makes
+    // it run alone, to be measured.
+    const int64_t arena_least = e.arena_need.AtLeast(elements), memory_least = e.need.AtLeast(elements);
     std::string over;
-    if (most.arena >= 0 && *arena > most.arena) {
-      over = Bytes(*arena) + " of arena, more than " + most.arena_why;
-    } else if (most.memory >= 0 && *memory > most.memory) {
-      over = Bytes(*memory) + " of memory, more than " + most.memory_why + " leaves for it (" + Bytes(most.memory) + ")";
+    if (most.arena >= 0 && arena_least > most.arena) {
+      over = Bytes(arena_least) + " of arena (predicted: " + Mib(*arena) + "), more than " + most.arena_why;
+    } else if (most.memory >= 0 && memory_least > most.memory) {
+      over = Bytes(memory_least) + " of memory (predicted: " + Mib(*memory) + "), more than " + most.memory_why +
+             " leaves for it (" + Bytes(most.memory) + ")";
     }
     if (!over.empty()) {
       ++line.refused;
       *refusal = ResourceExhausted("model '" + e.spec.name + "': a run of " + std::to_string(elements) +
-                                   " input elements is predicted to need " + over +
-                                   "; it cannot run even alone (predicted from what its runs were measured to "
-                                   "need; a smaller input may fit)");
+                                   " input elements needs at least " + over +
+                                   "; it cannot run even alone (from what its runs were measured to need at " +
+                                   std::to_string(e.need.points().size()) + " sizes; a smaller input may fit)");
       return Admit::kRefused;
     }
+    alone = (most.arena >= 0 && *arena > most.arena) || (most.memory >= 0 && *memory > most.memory);
   }
   // In arrival order: only the first in line may go, and nobody while a run holds the device alone.
   if (!line.First(ticket) || line.alone) return Admit::kWait;
   Reserved taken{0, 0, alone, memory.value_or(-1), arena.value_or(-1)};
   if (alone) {
     if (line.runs > 0) return Admit::kWait;  // it waits for the runs in flight to drain
-    // Shown while it runs; the device is its own anyway.
-    taken.bytes = memory.value_or(0);
-    taken.arena_bytes = arena.value_or(0);
+    // Shown while it runs (within the limits: the device is its own anyway).
+    const Limits limits = RunLimitsLocked(e.device, 0, false);
+    taken.bytes = limits.memory >= 0 ? std::min(memory.value_or(0), limits.memory) : memory.value_or(0);
+    taken.arena_bytes = limits.arena >= 0 ? std::min(arena.value_or(0), limits.arena) : arena.value_or(0);
   } else {
     taken.bytes = *memory;
     taken.arena_bytes = *arena;
@@ -230,9 +236,10 @@ Result<std::optional<NeedPrediction>> ModelPool::PredictNeed(const std::string& 
   std::lock_guard<std::mutex> lock(mu_);
   const Entry* e = FindLocked(name);
   if (!e) return NotFound("unknown model '" + name + "'");
-  const auto [memory, arena] = PredictLocked(*e, std::max<int64_t>(input_elements, 1));
+  const int64_t x = std::max<int64_t>(input_elements, 1);
+  const auto [memory, arena] = PredictLocked(*e, x);
   if (!memory) return std::optional<NeedPrediction>();
-  return std::optional<NeedPrediction>(NeedPrediction{*memory, *arena});
+  return std::optional<NeedPrediction>(NeedPrediction{*memory, *arena, e->need.AtLeast(x), e->arena_need.AtLeast(x)});
 }
 
 std::vector<DeviceAdmission> ModelPool::Admission() const {

@@ -33,6 +33,24 @@ std::optional<int64_t> RunNeed::Predict(int64_t input_elements) const {
   return std::max(upper->bytes, std::prev(upper)->bytes);
 }
 
+int64_t RunNeed::AtLeast(int64_t input_elements) const {
+  const int64_t x = AtLeastOne(input_elements);
+  int64_t bound = 0;
+  for (const NeedPoint& p : points_) {
+    if (p.input_elements <= x) bound = std::max(bound, p.bytes);  // never less for a larger input
+  }
+  if (points_.size() < 2 || x <= points_.back().input_elements) return bound;
+  // Beyond the largest size: along the line through the two largest, when it rises.
+  const NeedPoint& last = points_.back();
+  const NeedPoint& before = points_[points_.size() - 2];
+  if (last.bytes <= before.bytes) return bound;
+  const long double slope = static_cast<long double>(last.bytes - before.bytes) /
+                            static_cast<long double>(last.input_elements - before.input_elements);
+  const long double line = static_cast<long double>(last.bytes) + slope * static_cast<long double>(x - last.input_elements);
+  if (line >= static_cast<long double>(std::numeric_limits<int64_t>::max())) return std::numeric_limits<int64_t>::max();
+  return std::max(bound, static_cast<int64_t>(line));
+}
+
 bool RunNeed::Measured(int64_t input_elements) const {
   const int64_t x = AtLeastOne(input_elements);
   auto it = std::find_if(points_.begin(), points_.end(), BySize(x));

@@ -618,18 +618,24 @@ TEST_F(AdmissionTest, FourConcurrentRunsThatEachFitAloneAllSucceedUnderTheCap) {
 TEST_F(AdmissionTest, ARunPredictedLargerThanTheCapFailsAtOnceWithTheNumbers) {
   constexpr int64_t kCap = 320 * kMiB;
   Start(kCap);
+  // Two sizes measured (each raised the arena's peak): the line through them bounds a larger run's need.
+  ASSERT_TRUE(pool_->Run("m", ImageInput(256, 256)).ok());
   ASSERT_TRUE(pool_->Run("m", ImageInput(512, 512)).ok());
+  ASSERT_EQ(pool_->StatusOf("m")->arena_need_points.size(), 2u);
   const uint64_t runs = pool_->Acquire("m")->session()->run_count();
   auto predicted = pool_->PredictNeed("m", Elements(4096));
   ASSERT_TRUE(predicted.ok() && predicted->has_value());
-  const int64_t arena = (*predicted)->arena_bytes;
-  EXPECT_GT(arena, kCap) << "64 times the measured size, in proportion";
+  const int64_t arena = (*predicted)->arena_at_least;
+  EXPECT_GT(arena, 1900 * kMiB) << "64 times a 512x512 run's 32 MiB, along the line";
+  EXPECT_GE((*predicted)->arena_bytes, arena);
   const auto start = Clock::now();
   auto big = pool_->Run("m", ImageInput(4096, 4096));
   const auto took = Clock::now() - start;
   ASSERT_EQ(big.status().code(), StatusCode::kResourceExhausted) << big.status().ToString();
   const std::string& message = big.status().message();
-  EXPECT_NE(message.find("predicted to need"), std::string::npos) << message;
+  EXPECT_NE(message.find("a run of " + std::to_string(Elements(4096)) + " input elements needs at least"),
+            std::string::npos)
+      << message;
   EXPECT_NE(message.find(std::to_string(arena) + " bytes) of arena"), std::string::npos) << message;
   EXPECT_NE(message.find("shared CPU arena's cap of 320.0 MiB (" + std::to_string(kCap) + " bytes)"),
             std::string::npos)
@@ -826,6 +832,22 @@ TEST(RunNeedTest, PredictionsAreConservativeUpperBounds) {
   EXPECT_TRUE(need.Measured(200));
   EXPECT_FALSE(need.Measured(300));
   EXPECT_EQ(need.Predict(int64_t{1} << 62), std::numeric_limits<int64_t>::max()) << "saturates";
+  EXPECT_EQ(need.AtLeast(150), 1000) << "a larger input never needs less";
+  EXPECT_EQ(need.AtLeast(50), 0) << "below every size measured, nothing is known";
+  EXPECT_EQ(need.AtLeast(400), 2500);
+
+  // One tiny measurement: a fixed overhead, which a prediction scales in proportion, and a lower
+  // bound does not (ModelPool runs such a run alone instead of refusing it).
+  RunNeed tiny;
+  tiny.Record(11, 1 << 20);
+  EXPECT_GT(*tiny.Predict(16 << 20), int64_t{1} << 40);
+  EXPECT_EQ(tiny.AtLeast(16 << 20), 1 << 20);
+  // Two: along the line through them (the memory of a convolution: linear in its input).
+  RunNeed line;
+  line.Record(1000, 10000);
+  line.Record(2000, 18000);
+  EXPECT_EQ(line.AtLeast(4000), 34000);
+  EXPECT_EQ(*line.Predict(4000), 36000) << "the prediction, in proportion to the largest: above the line";
   RunNeed many;
   for (int64_t i = 1; i <= 100; ++i) many.Record(i * 10, i * 100);
   EXPECT_LE(many.points().size(), RunNeed::kMaxPoints);

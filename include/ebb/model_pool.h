@@ -29,11 +29,13 @@
 // back), until reservations come back, up to its deadline (kUnavailable
 // after it, kCancelled when AcquireOptions::cancelled says the caller left);
 // when idle models' charges are what keeps it out, they are evicted (least
-// recently used first) as for a load. A run whose prediction exceeds what the
+// recently used first) as for a load. A run that needs AT LEAST more than the
 // device could ever give it, even alone, fails at once (kResourceExhausted,
-// the predicted need and the limit in the message). A model with no
-// measurement yet runs ALONE on its device (it waits until the runs in flight
-// there have drained, and holds the others back while it runs) to get one.
+// the need and the limit in the message); one whose prediction only (an upper
+// bound: far beyond the sizes measured, it is loose) exceeds that runs alone.
+// A model with no measurement yet runs ALONE on its device (it waits until the
+// runs in flight there have drained, and holds the others back while it runs)
+// to get one.
 // What is sound under concurrency: nothing is measured while another lease is
 // out (concurrent runs' RSS and arena peaks cannot be told apart); what else
 // the process does meanwhile (a server decoding other requests) counts in an
@@ -169,10 +171,13 @@ struct ModelStatus {
   uint64_t out_of_memory = 0;          // runs that failed with out-of-memory (each raised its prediction)
 };
 
-// What a run is predicted to need.
+// What a run is predicted to need (ebb/run_need.h: Predict, an upper bound, is
+// reserved; AtLeast, a lower bound, is what a refusal rests on).
 struct NeedPrediction {
   int64_t memory_bytes = 0;  // memory (RSS), reserved against the budget
   int64_t arena_bytes = 0;   // of it, in the shared CPU arena: reserved against its cap
+  int64_t memory_at_least = 0;
+  int64_t arena_at_least = 0;
 };
 
 // Admission by memory on one device, now and so far.

@@ -18,6 +18,15 @@
 //     fixed; LOW for memory that grows faster than the input, e.g. attention:
 //     the pool's out-of-memory recovery then raises the prediction).
 //
+// AtLeast() is the other side: what a run of that size needs at least, under
+// the same assumption plus one more beyond the sizes measured: that a need grows
+// at least as fast as the line through the two largest sizes measured (exact for
+// memory linear in the input, as a convolution's activations are; low, so still
+// a lower bound, for memory that grows faster). ModelPool refuses a run only when
+// this lower bound cannot fit, and runs it alone, to be measured, when only the
+// prediction cannot: a single small measurement says little about a large input
+// (a fixed overhead scaled in proportion).
+//
 // Record() keeps the largest need seen at each size, so a prediction only
 // grows as measurements come in. At most kMaxPoints sizes are kept; beyond,
 // the two closest sizes merge into the larger one with the larger need (still
@@ -46,6 +55,8 @@ class RunNeed {
   // The predicted transient need of a run of `input_elements` (values below 1
   // count as 1); nullopt before the first measurement.
   std::optional<int64_t> Predict(int64_t input_elements) const;
+  // What a run of `input_elements` needs at least (0 when nothing says more).
+  int64_t AtLeast(int64_t input_elements) const;
   // A run of `input_elements` was seen to need `bytes` (negative counts as 0).
   void Record(int64_t input_elements, int64_t bytes);
   // Whether a run of exactly this size has been measured.

@@ -384,11 +384,17 @@ to what that run needed); a second failure is raised.)doc")
             }();
             std::optional<NeedPrediction> prediction = Unwrap(std::move(p));
             if (!prediction) return py::none();
-            return py::make_tuple(prediction->memory_bytes, prediction->arena_bytes);
+            py::dict d;
+            d["memory_bytes"] = prediction->memory_bytes;
+            d["arena_bytes"] = prediction->arena_bytes;
+            d["memory_at_least"] = prediction->memory_at_least;
+            d["arena_at_least"] = prediction->arena_at_least;
+            return d;
           },
           py::arg("name"), py::arg("input_elements"),
-          "What a run of that many input elements is predicted to need: (memory_bytes, arena_bytes), or None\n"
-          "before its model was measured.")
+          "What a run of that many input elements is predicted to need (memory_bytes, arena_bytes: reserved)\n"
+          "and needs at least (memory_at_least, arena_at_least: what a refusal rests on), or None before its\n"
+          "model was measured.")
       .def(
           "admission",
           [](PoolCore& core) {

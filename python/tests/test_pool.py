@@ -149,7 +149,8 @@ def test_four_concurrent_runs_that_each_fit_alone_all_succeed_under_the_cap(runt
     assert [n for n, _ in s.need_points] == [x.size] and s.out_of_memory == 0
     (elements, arena), = s.arena_need_points
     assert elements == x.size and 128 * MiB <= arena <= s.need_points[0][1]
-    assert pool.predict_need("a", x.size) == (s.need_points[0][1], arena)
+    need = pool.predict_need("a", x.size)
+    assert (need["memory_bytes"], need["arena_bytes"]) == (s.need_points[0][1], arena)
     cpu = pool.admission()[0]
     assert cpu["device"] == "cpu" and cpu["arena_cap_bytes"] == CAP
     assert cpu["admitted"] == 4 and cpu["waited"] >= 2  # the first ran alone, then at most two at once
@@ -158,21 +159,24 @@ def test_four_concurrent_runs_that_each_fit_alone_all_succeed_under_the_cap(runt
     assert len(waits) == cpu["waited"] and all(e.admitted and e.wait_ms > 0 for e in waits)
 
 
-def test_a_run_predicted_larger_than_the_cap_fails_at_once_with_the_numbers(runtime, variants):
-    pool, _ = make_pool(runtime, variants)
-    run_1024(pool, image_input(1024, 1024))  # measured alone
+def test_a_run_that_needs_more_than_the_budget_fails_at_once_with_the_numbers(runtime, variants):
+    budget = 1 << 30
+    pool, _ = make_pool(runtime, variants, budget_bytes=budget)
+    # Two sizes measured alone: the line through them bounds a larger run's need.
+    pool.run_with_recovery("a", lambda s: s.run({"x": image_input(512, 512)}), input_elements=3 * 512 * 512)
+    run_1024(pool, image_input(1024, 1024))
     big = 3 * 4096 * 4096
-    memory, arena = pool.predict_need("a", big)
-    assert arena > CAP
+    need = pool.predict_need("a", big)
+    assert need["memory_at_least"] > budget and need["memory_bytes"] >= need["memory_at_least"]
     calls = []
     start = time.monotonic()
     with pytest.raises(ebb.ResourceExhausted) as err:
         pool.run_with_recovery("a", calls.append, input_elements=big)
     assert time.monotonic() - start < 1 and calls == []  # at once, and fn never ran
     message = str(err.value)
-    assert f"a run of {big} input elements is predicted to need" in message
-    assert f"({arena} bytes) of arena" in message
-    assert f"the shared CPU arena's cap of 320.0 MiB ({CAP} bytes)" in message and "even alone" in message
+    assert f"a run of {big} input elements needs at least" in message
+    assert f"({need['memory_at_least']} bytes) of memory" in message
+    assert f"the memory budget on cpu of 1024.0 MiB ({budget} bytes)" in message and "even alone" in message
     assert pool.admission()[0]["refused"] == 1
 
 
