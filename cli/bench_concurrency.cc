@@ -11,9 +11,10 @@
 // Every (mode, N) runs in a fresh child process (this binary with the hidden
 // --worker flag), the modes interleaved at each N, so that RSS figures are
 // each configuration's own and a slow spell of a shared machine hits every mode;
-// each N goes round the modes `rounds` times (2), and a mode's throughput is its
-// best round (other processes on a shared machine only ever slow a round down),
-// its failures and peaks those of all its rounds.
+// each N goes round the modes `rounds` times (3), and a mode's throughput is the
+// median of its rounds, its failures and peaks those of all its rounds. One run
+// at a time does the same work whatever N is: its baseline is the median of all
+// its rounds at every N.
 // Each child loads the model, runs once alone (every mode: the session's first
 // run; for admission, the measurement), trims, and reads its RSS: the
 // "loaded model" RSS. Then its clients run, each run timed and its outcome
@@ -36,9 +37,9 @@ using nlohmann::json;
 constexpr int kClients[] = {1, 2, 4, 8, 16};
 constexpr const char* kModes[] = {"serial", "uncapped", "admission_off", "admission"};
 
-// Runs per point: every client runs once, and at least four runs in all (N = 1, 2: a client runs
-// several times in a row), so that a point is not one run's time.
-int RunsPerClient(int clients) { return std::max(1, 4 / clients); }
+// Runs per round: every client runs once, and at least eight runs in all (N = 1, 2, 4: a client
+// runs several times in a row), so that a round is not one run's time.
+int RunsPerClient(int clients) { return std::max(1, 8 / clients); }
 
 // Peaks of RSS and of the shared arena's reserved bytes, sampled every 2 ms while it lives.
 class PeakSampler {
@@ -89,10 +90,10 @@ int Worker(const ConcurrencyOptions& o) {
   malloc_trim(0);
   const int64_t rss_loaded = ReadRssBytes();
 
-  // Serial: four runs in a row at every N (its throughput does not depend on N; measured beside
+  // Serial: eight runs in a row at every N (its throughput does not depend on N; measured beside
   // each point, so that a slow spell of the machine hits it too).
   const int clients = o.worker == "serial" ? 1 : o.clients;
-  const int runs_each = o.worker == "serial" ? 4 : RunsPerClient(o.clients);
+  const int runs_each = o.worker == "serial" ? 8 : RunsPerClient(o.clients);
   std::vector<double> ms;
   std::vector<std::string> errors;
   std::mutex mu;
@@ -172,7 +173,7 @@ int BenchConcurrency(const ConcurrencyOptions& given) {
     o.cap_bytes = (*probe)["arena_peak_alone"].get<int64_t>() * 5 / 2;
   }
   json points = json::array();
-  bool no_failures = true, reserved_within_cap = true, rss_within = true, fast_enough = true;
+  std::vector<double> serial_rounds;
   for (int n : kClients) {
     json point = {{"clients", n}};
     for (int round = 0; round < std::max(o.rounds, 1); ++round) {
@@ -190,17 +191,26 @@ int BenchConcurrency(const ConcurrencyOptions& given) {
           for (const char* peak : {"peak_rss", "peak_arena_reserved", "rss_loaded"}) {
             m[peak] = std::max(m[peak].get<int64_t>(), (*r)[peak].get<int64_t>());
           }
-          if ((*r)["throughput_rps"].get<double>() > m["throughput_rps"].get<double>()) {
-            for (const char* best : {"throughput_rps", "wall_ms", "run_ms_median", "run_ms_max"}) m[best] = (*r)[best];
-          }
+          m["run_ms_max"] = std::max(m["run_ms_max"].get<double>(), (*r)["run_ms_max"].get<double>());
           if (r->contains("first_error") && !m.contains("first_error")) m["first_error"] = (*r)["first_error"];
         }
         m["throughput_rps_rounds"].push_back((*r)["throughput_rps"]);
+        if (std::string(mode) == "serial") serial_rounds.push_back((*r)["throughput_rps"].get<double>());
       }
     }
+    for (const char* mode : kModes) {
+      json& m = point[mode];
+      m["throughput_rps"] = Median(m["throughput_rps_rounds"].get<std::vector<double>>());
+      m.erase("wall_ms");
+      m.erase("run_ms_median");
+    }
+    points.push_back(point);
+  }
+  const double serial_rps = Median(serial_rounds);
+  bool no_failures = true, reserved_within_cap = true, rss_within = true, fast_enough = true;
+  for (json& point : points) {
     const json& a = point["admission"];
-    const double best =
-        std::max(point["serial"]["throughput_rps"].get<double>(), point["uncapped"]["throughput_rps"].get<double>());
+    const double best = std::max(serial_rps, point["uncapped"]["throughput_rps"].get<double>());
     const double rss_bound = 1.10 * static_cast<double>(a["rss_loaded"].get<int64_t>() + o.cap_bytes);
     point["admission_throughput_vs_best_baseline"] = a["throughput_rps"].get<double>() / best;
     point["admission_peak_rss_bound"] = rss_bound;
@@ -208,14 +218,15 @@ int BenchConcurrency(const ConcurrencyOptions& given) {
     reserved_within_cap &= a["peak_arena_reserved"].get<int64_t>() <= o.cap_bytes;
     rss_within &= static_cast<double>(a["peak_rss"].get<int64_t>()) <= rss_bound;
     fast_enough &= a["throughput_rps"].get<double>() >= 0.9 * best;
-    points.push_back(point);
   }
   PrintJson({{"model", o.model},
              {"input_shape", {1, 3, o.side, o.side}},
              {"cap_bytes", o.cap_bytes},
              {"rounds", o.rounds},
-             {"runs_per_round", "each client once, at least 4 runs (N = 1: 4 runs in a row, N = 2: 2 each); serial: 4"},
-             {"throughput", "successful runs per second of the mode's best round"},
+             {"runs_per_round", "each client once, at least 8 runs (N = 1: 8 in a row, N = 2: 4 each, N = 4: 2 each); serial: 8"},
+             {"throughput", "successful runs per second, the median of the mode's rounds"},
+             {"serial_throughput_rps", serial_rps},
+             {"baseline", "the better of serial_throughput_rps (the median of every serial round) and uncapped"},
              {"modes",
               {{"admission", "the cap, admission by memory (the default)"},
                {"admission_off", "the cap, admission off (the behaviour before it)"},

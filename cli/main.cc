@@ -262,7 +262,7 @@ int main(int argc, char** argv) {
   concurrency_cmd->add_option("--cap-bytes", concurrency.cap_bytes,
                               "the shared arena's cap (0 = 2.5 times one run's arena peak, measured first)")
       ->capture_default_str();
-  concurrency_cmd->add_option("--rounds", concurrency.rounds, "rounds of the modes at each N (best throughput kept)")
+  concurrency_cmd->add_option("--rounds", concurrency.rounds, "rounds of the modes at each N (the median throughput kept)")
       ->check(CLI::Range(1, 20))
       ->capture_default_str();
   concurrency_cmd->add_flag("--json", concurrency.json, "print JSON (the only output format)");
