@@ -255,12 +255,11 @@ Result<Lease> ModelPool::AcquireImpl(const std::string& name, const AcquireOptio
                                      bool retry, uint64_t retry_ticket, const std::string& retry_device) {
   std::vector<PoolEvent> events;
   std::unique_lock<std::mutex> lock(mu_);
+  // A run's place in its device's line (a retry's was taken before its failed run's lease went).
+  RunPlace place{retry_ticket, retry_device};
   Entry* entry = FindLocked(name);
   if (!entry) {
-    if (retry_ticket) {
-      LineOf(retry_device).Leave(retry_ticket);
-      changed_.notify_all();
-    }
+    LeaveLineLocked(&place);
     return NotFound("unknown model '" + name + "'");
   }
   // After a wait the entry may have been removed (Remove): look it up again.
@@ -275,16 +274,7 @@ Result<Lease> ModelPool::AcquireImpl(const std::string& name, const AcquireOptio
   const bool run = options_.admit_by_memory && options.run_elements.has_value();
   const int64_t elements = run ? std::max<int64_t>(*options.run_elements, 1) : 0;
   const auto memory_deadline = options.deadline.value_or(start + clamped(options_.wait_for_memory));
-  uint64_t ticket = retry_ticket;  // 0: not in a line
-  std::string line_device = retry_device;
-  bool waited = false;
   Reserved reserved;
-  auto leave_line = [&] {
-    if (!ticket) return;
-    LineOf(line_device).Leave(ticket);
-    ticket = 0;
-    changed_.notify_all();  // the next in line may go now
-  };
   Status failure;
   while (true) {
     if (entry->state == PoolState::kLoading) {
@@ -318,47 +308,18 @@ Result<Lease> ModelPool::AcquireImpl(const std::string& name, const AcquireOptio
       // loaded together must still fit.
       if (MakeRoomLocked(device, 0, name, &events)) {
         if (!run) break;
-        if (ticket && line_device != device) leave_line();  // reloaded on another device (a CUDA fallback)
-        if (!ticket) {
-          ticket = ++next_ticket_;
-          line_device = device;
-          LineOf(device).Enqueue(ticket, retry, name);
-        }
-        const Admit admit = TryAdmitLocked(e, elements, ticket, retry, &reserved, &failure, &events);
-        if (admit != Admit::kWait) {
-          leave_line();
-          break;
-        }
-        // Waits for reservations to come back, in line, up to its deadline.
-        waited = true;
-        Line& line = LineOf(device);
-        if (options.cancelled && options.cancelled()) {
-          ++line.cancelled;
-          failure = Cancelled("model '" + name + "': the caller went away while its run waited for memory");
-          leave_line();
-          break;
-        }
-        const auto now = Clock::now();
-        if (now >= memory_deadline) {
-          ++line.timed_out;
-          const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
-          failure = Unavailable("model '" + name + "': waited " + std::to_string(ms) + " ms for memory, " +
-                                WaitReasonLocked(e, elements, retry) + "; retry later");
-          leave_line();
-          break;
-        }
-        changed_.wait_until(lock, options.cancelled ? std::min(memory_deadline, now + std::chrono::milliseconds(20))
-                                                    : memory_deadline);
+        const Admit admit = AdmitOrWaitLocked(e, options, elements, retry, start, memory_deadline, lock, &place,
+                                              &reserved, &failure, &events);
+        if (admit != Admit::kWait) break;
         if (!still_there()) {
           failure = NotFound("model '" + name + "' was removed");
-          leave_line();
           break;
         }
         continue;
       }
     } else {
       if (!options.load_on_demand) {
-        leave_line();
+        LeaveLineLocked(&place);
         return Unavailable("model '" + name + "' is not loaded" + (e.reason.empty() ? "" : " (" + e.reason + ")"));
       }
       if (MakeRoomLocked(device, ChargeOf(e), name, &events)) {
@@ -382,10 +343,10 @@ Result<Lease> ModelPool::AcquireImpl(const std::string& name, const AcquireOptio
                                 " bytes are held by models in flight or pinned");
     break;
   }
-  leave_line();
-  if (waited) {
+  LeaveLineLocked(&place);
+  if (place.waited) {
     const double wait_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-    Line& line = LineOf(line_device);  // set by the first place taken in a line
+    Line& line = LineOf(place.device);  // set by the first place taken in a line
     ++line.waited;
     line.wait_seconds += wait_ms / 1000;
     PoolEvent event{PoolEvent::Kind::kWait, name};

@@ -145,6 +145,52 @@ ModelPool::Admit ModelPool::TryAdmitLocked(Entry& e, int64_t elements, uint64_t 
   return Admit::kAdmitted;
 }
 
+void ModelPool::LeaveLineLocked(RunPlace* place) {
+  if (!place->ticket) return;
+  LineOf(place->device).Leave(place->ticket);
+  place->ticket = 0;
+  changed_.notify_all();  // the next in line may go now
+}
+
+ModelPool::Admit ModelPool::AdmitOrWaitLocked(Entry& e, const AcquireOptions& options, int64_t elements, bool retry,
+                                              PoolClock::time_point start, PoolClock::time_point deadline,
+                                              std::unique_lock<std::mutex>& lock, RunPlace* place,
+                                              Reserved* reserved, Status* failure, std::vector<PoolEvent>* events) {
+  if (place->ticket && place->device != e.device) LeaveLineLocked(place);  // reloaded elsewhere (a CUDA fallback)
+  if (!place->ticket) {
+    place->ticket = ++next_ticket_;
+    place->device = e.device;
+    LineOf(e.device).Enqueue(place->ticket, retry, e.spec.name);
+  }
+  const Admit admit = TryAdmitLocked(e, elements, place->ticket, retry, reserved, failure, events);
+  if (admit != Admit::kWait) {
+    LeaveLineLocked(place);
+    return admit;
+  }
+  // It waits for reservations to come back, in line, up to its deadline.
+  place->waited = true;
+  Line& line = LineOf(e.device);
+  const std::string& name = e.spec.name;
+  if (options.cancelled && options.cancelled()) {
+    ++line.cancelled;
+    *failure = Cancelled("model '" + name + "': the caller went away while its run waited for memory");
+    LeaveLineLocked(place);
+    return Admit::kRefused;
+  }
+  const auto now = PoolClock::now();
+  if (now >= deadline) {
+    ++line.timed_out;
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
+    *failure = Unavailable("model '" + name + "': waited " + std::to_string(ms) + " ms for memory, " +
+                           WaitReasonLocked(e, elements, retry) + "; retry later");
+    LeaveLineLocked(place);
+    return Admit::kRefused;
+  }
+  // `e` may be erased meanwhile (Remove): the caller looks it up again, and leaves the line if it is gone.
+  changed_.wait_until(lock, options.cancelled ? std::min(deadline, now + std::chrono::milliseconds(20)) : deadline);
+  return Admit::kWait;
+}
+
 void ModelPool::ReturnReservationLocked(const Lease& lease) {
   if (lease.device_.empty()) return;
   if (auto it = lines_.find(lease.device_); it != lines_.end()) {

@@ -343,6 +343,12 @@ class ModelPool {
     std::string arena_why, memory_why;
   };
   enum class Admit { kAdmitted, kWait, kRefused };
+  // A run's place in its device's line while it waits for memory.
+  struct RunPlace {
+    uint64_t ticket = 0;  // 0: none
+    std::string device;
+    bool waited = false;
+  };
   // `retry`: an out-of-memory retry (first in line, alone, measured), holding
   // the place `retry_ticket` took in `retry_device`'s line before its failed
   // run's reservation came back (0: none).
@@ -352,6 +358,17 @@ class ModelPool {
   // `*reserved` taken, kWait, or kRefused with `*refusal`. REQUIRES: mu_ held.
   Admit TryAdmitLocked(Entry& e, int64_t elements, uint64_t ticket, bool retry, Reserved* reserved,
                        Status* refusal, std::vector<PoolEvent>* events);
+  // Takes (or keeps) `place` in `e`'s device's line, then admits the run
+  // (kAdmitted, `*reserved` taken), refuses it (kRefused, `*failure`: it could
+  // never fit, its deadline passed, its caller left), or waits once, until a
+  // reservation comes back, the deadline or the next poll of `cancelled`
+  // (kWait: the caller looks its entry up again and calls once more).
+  // REQUIRES: mu_ held through `lock`, `e` READY.
+  Admit AdmitOrWaitLocked(Entry& e, const AcquireOptions& options, int64_t elements, bool retry,
+                          std::chrono::steady_clock::time_point start, std::chrono::steady_clock::time_point deadline,
+                          std::unique_lock<std::mutex>& lock, RunPlace* place, Reserved* reserved, Status* failure,
+                          std::vector<PoolEvent>* events);
+  void LeaveLineLocked(RunPlace* place);
   // What runs on `device` may reserve in all. `alone`: with every other model
   // evicted (only `own_charge` left). REQUIRES: mu_ held.
   Limits RunLimitsLocked(const std::string& device, int64_t own_charge, bool alone) const;
