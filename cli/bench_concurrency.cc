@@ -189,6 +189,7 @@ int BenchConcurrency(const ConcurrencyOptions& given) {
           for (const char* sum : {"runs", "successes", "failures", "out_of_memory_retries", "waited"}) {
             m[sum] = m[sum].get<int64_t>() + (*r)[sum].get<int64_t>();
           }
+          m["wait_seconds"] = m["wait_seconds"].get<double>() + (*r)["wait_seconds"].get<double>();
           for (const char* peak : {"peak_rss", "peak_arena_reserved", "rss_loaded"}) {
             m[peak] = std::max(m[peak].get<int64_t>(), (*r)[peak].get<int64_t>());
           }
