@@ -220,6 +220,9 @@ struct AcquireOptions {
   // elements in all (InputElements): its predicted need is reserved before the
   // lease is handed out, and returned with it (admission by memory). Unset:
   // nothing is reserved (Load, inspection, callers who admit themselves).
+  // A caller that holds a run lease and asks for another on the same device
+  // may wait for its own reservation (until the deadline): release the first,
+  // or take the second without run_elements.
   std::optional<int64_t> run_elements;
   // The latest moment a run waits for memory; unset: now + PoolOptions::wait_for_memory.
   std::optional<std::chrono::steady_clock::time_point> deadline;
