@@ -27,10 +27,17 @@ std::optional<int64_t> RunNeed::Predict(int64_t input_elements) const {
   if (points_.empty()) return std::nullopt;
   const int64_t x = AtLeastOne(input_elements);
   const NeedPoint& last = points_.back();
-  if (x >= last.input_elements) return Scaled(last.bytes, x, last.input_elements);
-  auto upper = std::find_if(points_.begin(), points_.end(), BySize(x));
-  if (upper == points_.begin() || upper->input_elements == x) return upper->bytes;
-  return std::max(upper->bytes, std::prev(upper)->bytes);
+  int64_t upper_bound = 0;
+  if (x >= last.input_elements) {
+    upper_bound = Scaled(last.bytes, x, last.input_elements);
+  } else {
+    auto upper = std::find_if(points_.begin(), points_.end(), BySize(x));
+    upper_bound = upper == points_.begin() || upper->input_elements == x ? upper->bytes
+                                                                          : std::max(upper->bytes, std::prev(upper)->bytes);
+  }
+  // Never below the lower bound: measurements that are not monotone (noise), or a line that rises
+  // faster than the proportion (a larger need per element at the larger size), raise it.
+  return std::max(upper_bound, AtLeast(x));
 }
 
 int64_t RunNeed::AtLeast(int64_t input_elements) const {

@@ -783,9 +783,11 @@ TEST_F(ServerAdmissionTest, FourConcurrentRequestsThatEachFitAloneAllSucceedUnde
   const json stats = json::parse(c.Get("/v2/models/convnet/stats")->body)["model_stats"][0]["ebb"];
   ASSERT_EQ(stats["need_points"].size(), 1u) << stats.dump();
   EXPECT_EQ(stats["need_points"][0]["input_elements"], 3 * 1024 * 1024);
-  EXPECT_EQ(stats["predicted_need_bytes"], stats["need_points"][0]["bytes"]);
+  // The latest request's reservation: the prediction then (a last request alone may be measured after it).
+  EXPECT_LE(stats["predicted_need_bytes"].get<int64_t>(), stats["need_points"][0]["bytes"].get<int64_t>());
+  EXPECT_GE(stats["predicted_need_bytes"].get<int64_t>(), 128 << 20);
   ASSERT_EQ(stats["arena_need_points"].size(), 1u) << stats.dump();
-  EXPECT_EQ(stats["predicted_arena_need_bytes"], stats["arena_need_points"][0]["bytes"]);
+  EXPECT_LE(stats["predicted_arena_need_bytes"].get<int64_t>(), stats["arena_need_points"][0]["bytes"].get<int64_t>());
   EXPECT_EQ(stats["reserved_bytes"], 0);
   EXPECT_EQ(stats["out_of_memory"], 0);
   EXPECT_EQ(server_.Stop(), 0);

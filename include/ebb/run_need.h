@@ -16,7 +16,8 @@
 //   * above the largest size measured: that size's need scaled in proportion
 //     (exact for memory linear in the input, an upper bound when part of it is
 //     fixed; LOW for memory that grows faster than the input, e.g. attention:
-//     the pool's out-of-memory recovery then raises the prediction).
+//     the pool's out-of-memory recovery then raises the prediction);
+//   * and never below AtLeast() (below).
 //
 // AtLeast() is the other side: what a run of that size needs at least, under
 // the same assumption plus one more beyond the sizes measured: that a need grows
