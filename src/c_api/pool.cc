@@ -93,8 +93,12 @@ ebb_status_t* ebb_pool_create(ebb_runtime_t* runtime, const ebb_pool_options_t* 
         raw->on_event(raw->user_data, reinterpret_cast<const ebb_pool_event_t*>(&e));
       };
     }
-    core->pool = std::make_unique<ModelPool>(*core->runtime, options ? options->options : PoolOptions{},
-                                             std::move(events));
+    PoolOptions pool_options = options ? options->options : PoolOptions{};
+    // The C API's runs carry no input size (ebb_pool_run_with_recovery, ebb_pool_acquire), so none could be
+    // admitted by memory: the charge-based budget (a model's charge holds its transient peak) keeps them in
+    // bounds, as before admission by memory.
+    pool_options.admit_by_memory = false;
+    core->pool = std::make_unique<ModelPool>(*core->runtime, pool_options, std::move(events));
     *out = new ebb_pool_t{std::move(core)};
     return nullptr;
   });
