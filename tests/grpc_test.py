@@ -1029,6 +1029,8 @@ def test_every_other_rpc_bounds_its_message_before_parsing_it(server):
     assert stub.ServerLive(pb.ServerLiveRequest()).live
 
 
+@pytest.mark.skipif(not RSS_BOUNDS_HOLD, reason="a run's need is measured from RSS and the arena's peak, which a "
+                    "sanitizer's allocator and timing change (the pool's and the server's admission tests skip there too)")
 def test_admission_by_memory_over_grpc(repository):
     # The shared arena capped at 900 MiB: a 2560x2560 convnet run (800 MiB of arena, predicted from a
     # 1024x1024 one's 128 MiB) fills it for a second or more, and a 1024x1024 request waits beside it.
