@@ -288,11 +288,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void WatchForClose(uint64_t handling) {
     socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this(), handling](const error_code& ec) {
       if (ec || self->phase_ != Phase::kHandling || self->handling_ != handling) return;
-      char byte;
-      const ssize_t n = recv(self->socket_.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      const port::PeerState peer = port::PeekPeer(static_cast<intptr_t>(self->socket_.native_handle()));
+      if (peer == port::PeerState::kClosed) {
         self->client_gone_->store(true);
-      } else if (n < 0) {
+      } else if (peer == port::PeerState::kNothing) {
         self->WatchForClose(handling);  // woken without data
       }
     });

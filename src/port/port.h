@@ -330,6 +330,12 @@ class Child {
 // when the connection failed.
 int64_t SendWithoutWaiting(intptr_t socket, const void* a, size_t a_size, const void* b, size_t b_size);
 
+// What a connected socket that turned readable holds, without reading it
+// (recv MSG_PEEK | MSG_DONTWAIT; on Windows FIONREAD, then a peek): data
+// (kSent), the peer's close or a reset (kClosed), or nothing yet (kNothing).
+enum class PeerState { kSent, kClosed, kNothing };
+PeerState PeekPeer(intptr_t socket);
+
 // Raises this process's soft limit on open files to `needed` when it is
 // lower. Returns -1 when done or not needed (always on Windows, whose socket
 // count has no such limit), else the hard limit that is too low.

@@ -541,6 +541,14 @@ int64_t SendWithoutWaiting(intptr_t socket, const void* a, size_t a_size, const 
   }
 }
 
+PeerState PeekPeer(intptr_t socket) {
+  char byte;
+  const ssize_t n = recv(static_cast<int>(socket), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n > 0) return PeerState::kSent;
+  if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return PeerState::kClosed;
+  return PeerState::kNothing;
+}
+
 int64_t RaiseOpenFileLimit(size_t needed) {
   rlimit limit{};
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= needed) return -1;

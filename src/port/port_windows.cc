@@ -649,6 +649,19 @@ int Child::Wait() {
 
 int64_t SendWithoutWaiting(intptr_t, const void*, size_t, const void*, size_t) { return 0; }
 
+PeerState PeekPeer(intptr_t socket) {
+  const SOCKET s = static_cast<SOCKET>(socket);
+  u_long pending = 0;
+  if (ioctlsocket(s, FIONREAD, &pending) == 0 && pending > 0) return PeerState::kSent;
+  // Readable with nothing to read: the peer closed (recv returns 0 at once) or reset the connection.
+  char byte;
+  const int n = recv(s, &byte, 1, MSG_PEEK);
+  if (n > 0) return PeerState::kSent;
+  if (n == 0) return PeerState::kClosed;
+  const int err = WSAGetLastError();
+  return err == WSAEWOULDBLOCK || err == WSAEINTR ? PeerState::kNothing : PeerState::kClosed;
+}
+
 int64_t RaiseOpenFileLimit(size_t) { return -1; }
 
 // ---- Stop signals
