@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "bench_goals.h"
 #include "bench_server.h"
 
 namespace ebb::cli {
@@ -126,17 +127,21 @@ int BenchHttp(const BenchOptions& options) {
   }
   client.stop();  // close the keep-alive connection, or the server waits for it to time out
   b.reset();
-  const double local_p50 = Median(local_us), http_p50 = Median(http_us);
-  PrintJson({{"model", model},
-             {"requests", n},
-             {"failures", failures},
-             {"in_process_p50_us", local_p50},
-             {"http_p50_us", http_p50},
-             {"http_p99_us", Percentile(http_us, 0.99)},
-             {"overhead_p50_us", http_p50 - local_p50},
-             {"health_live_p50_us", Median(live_us)},
-             {"goal_overhead_p50_us_max", 150}});
-  return failures ? 1 : 0;
+  const double local_p50 = Median(local_us), http_p50 = Median(http_us), live_p50 = Median(live_us);
+  const double overhead = http_p50 - local_p50;
+  Goals goals;
+  goals.AtMost("overhead_p50_at_most_1_3x_health_live", overhead / live_p50, 1.3,
+               "inference overhead p50 over the run boundary / GET /v2/health/live p50");
+  return goals.Finish({{"model", model},
+                       {"requests", n},
+                       {"failures", failures},
+                       {"in_process_p50_us", local_p50},
+                       {"http_p50_us", http_p50},
+                       {"http_p99_us", Percentile(http_us, 0.99)},
+                       {"overhead_p50_us", overhead},
+                       {"health_live_p50_us", live_p50},
+                       {"overhead_over_health_live", overhead / live_p50}},
+                      failures ? 1 : 0);
 }
 
 }  // namespace ebb::cli
