@@ -5,6 +5,7 @@
 // back; ebb's optimized-model cache is off in that mode). The modes take turns
 // operation by operation, with `never` measured twice for an A/A spread.
 #include <malloc.h>
+#include <sys/resource.h>
 
 #include <cmath>
 #include <map>
@@ -24,6 +25,7 @@ struct ModeResult {
   int runs = 0;
   std::string device;                // where the session really ran ("cuda:0", "cpu")
   std::vector<double> operation_ms;  // each timed operation (destroy_session: its load included)
+  std::vector<double> page_faults;   // each timed operation's minor page faults (the process's)
   double load_ms = 0;                // time the timed operations spent in Load (destroy_session only)
 };
 
@@ -34,6 +36,12 @@ int64_t ArenaReserved(Runtime& runtime, const Session* session) {
     for (const ArenaStats& a : session->ReadOwnArenas()) reserved += a.reserved;
   }
   return reserved;
+}
+
+int64_t MinorFaults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
 }
 
 // The mode a measured label runs: "never_again" is `never` measured a second time (the A/A).
@@ -76,8 +84,10 @@ Status MeasureOneOperation(const std::string& label, const BenchOptions& options
     peak = std::max(peak, ArenaReserved(*runtime, current));
   };
   double op_ms = 0, load_ms = 0;
+  int64_t faults = 0;
   for (int pass = 0; pass < 2; ++pass) {  // 0: the warm-up, 1: timed
     timed = pass == 1;
+    const int64_t faults_before = MinorFaults();
     const double op_start = NowMs();
     const uint64_t loads_before = runtime->load_count();
     auto session = runtime->Load(path, {.device = *request});
@@ -88,6 +98,7 @@ Status MeasureOneOperation(const std::string& label, const BenchOptions& options
     auto out = RunTiled(*runtime, *session, frames, tiles, op_options);
     if (!out.ok()) return out.status();
     op_ms = NowMs() - op_start;
+    faults = MinorFaults() - faults_before;
     if (destroy) {
       session->reset();
       runtime->Clear();  // the session (and its arena) goes with its last reference
@@ -95,6 +106,7 @@ Status MeasureOneOperation(const std::string& label, const BenchOptions& options
     }
   }
   result->operation_ms.push_back(op_ms);
+  result->page_faults.push_back(static_cast<double>(faults));
   if (destroy) result->load_ms += load_ms;
   result->runs += runs;
   result->reserved_peak = std::max(result->reserved_peak, peak);
@@ -138,6 +150,7 @@ int BenchRelease(const BenchOptions& options) {
     const ModeResult& m = results[label];
     modes[label] = {{"median_operation_ms", Median(m.operation_ms)},
                     {"operation_ms", m.operation_ms},
+                    {"median_page_faults_per_operation", Median(m.page_faults)},
                     {"reserved_peak", m.reserved_peak},
                     {"reserved_after", m.reserved_after},
                     {"rss_after", m.rss_after},
