@@ -163,6 +163,13 @@ TEST_F(RunBoundaryTest, MidOperationOutputsReuseTheBufferThePreviousOneGaveBack)
   held->clear();
   last->clear();
   EXPECT_EQ(detail::OutputBuffers::kept_bytes(), 0u) << "outputs taken before the release are freed, not kept";
+
+  // An operation ended by Runtime::Trim (a failed or cancelled one, a Python block left by an
+  // exception) gives the kept buffers back too.
+  ASSERT_TRUE(RunOnce(false, nullptr, kSmall).ok());  // its output freed at once: kept
+  EXPECT_EQ(detail::OutputBuffers::kept_bytes(), kOutputBytes);
+  ASSERT_TRUE(runtime_->Trim().ok());
+  EXPECT_EQ(detail::OutputBuffers::kept_bytes(), 0u) << "Runtime::Trim frees what was kept";
 }
 
 TEST_F(RunBoundaryTest, SessionWithoutShrinkableArenaRunsPlainly) {
