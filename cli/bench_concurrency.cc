@@ -238,20 +238,22 @@ int BenchConcurrency(const ConcurrencyOptions& given) {
   goals.Add("admission_peak_arena_reserved_within_cap", reserved_within_cap, none);
   goals.Add("admission_peak_rss_within_loaded_plus_cap_plus_10_percent", rss_within, none);
   goals.Add("admission_throughput_at_least_0_9x_best_of_serial_and_uncapped", fast_enough, none);
-  return goals.Finish({{"model", o.model},
-             {"input_shape", {1, 3, o.side, o.side}},
-             {"cap_bytes", o.cap_bytes},
-             {"rounds", o.rounds},
-             {"runs_per_round", "each client once, at least 8 runs (N = 1: 8 in a row, N = 2: 4 each, N = 4: 2 each); serial: 8"},
-             {"throughput", "successful runs per second, the median of the mode's rounds"},
-             {"baseline", "per round, the better of serial and uncapped of that round; the median of the ratios"},
-             {"modes",
-              {{"admission", "the cap, admission by memory (the default)"},
-               {"admission_off", "the cap, admission off (the behaviour before it)"},
-               {"uncapped", "no cap (half the machine's memory), admission off"},
-               {"serial", "one run at a time, no cap, admission off"}}},
-             {"points", points},
-             {"seconds", (NowMs() - start) / 1000}});
+  return goals.Finish(
+      {{"model", o.model},
+       {"input_shape", {1, 3, o.side, o.side}},
+       {"cap_bytes", o.cap_bytes},
+       {"rounds", o.rounds},
+       {"runs_per_round",
+        "each client once, at least 8 runs (N = 1: 8 in a row, N = 2: 4 each, N = 4: 2 each); serial: 8"},
+       {"throughput", "successful runs per second, the median of the mode's rounds"},
+       {"baseline", "per round, the better of serial and uncapped of that round; the median of the ratios"},
+       {"modes",
+        {{"admission", "the cap, admission by memory (the default)"},
+         {"admission_off", "the cap, admission off (the behaviour before it)"},
+         {"uncapped", "no cap (half the machine's memory), admission off"},
+         {"serial", "one run at a time, no cap, admission off"}}},
+       {"points", points},
+       {"seconds", (NowMs() - start) / 1000}});
 }
 
 }  // namespace ebb::cli

@@ -1,14 +1,12 @@
 // `ebb bench overhead` and `ebb bench floor`: the run boundary's cost and the
 // memory floor it returns to. Both print JSON.
-#include "bench.h"
-
 #include <sys/resource.h>
 
 #include <cmath>
 #include <cstdlib>
 
+#include "bench.h"
 #include "bench_goals.h"
-
 #include "session_state.h"
 
 namespace ebb::cli {
@@ -152,7 +150,8 @@ int BenchFloor(const BenchOptions& given) {
   Goals goals;
   const double mib = 1 << 20;
   if (!on_cuda) {
-    goals.AtMost("reserved_back_to_floor", (reserved_after_release - reserved_after_load) / mib, 1, "MiB over after load");
+    goals.AtMost("reserved_back_to_floor", (reserved_after_release - reserved_after_load) / mib, 1,
+                 "MiB over after load");
     goals.AtMost("rss_within_10_percent", static_cast<double>(rss_after_release) / rss_after_load, 1.1,
                  "RSS after release / after load");
     goals.Above("rss_peak_over_2x", static_cast<double>(rss_peak) / rss_after_load, 2, "RSS peak / after load");
@@ -169,7 +168,8 @@ int BenchFloor(const BenchOptions& given) {
                  "MiB over after load");
     goals.AtLeast("device_peak_over_64_mib", (device_peak - device_after_load) / mib, 64, "MiB over after load");
     std::optional<double> gpu_change;
-    if (gpu_after_load > 0) gpu_change = std::llabs(gpu_after_release - gpu_after_load) / static_cast<double>(gpu_after_load);
+    if (gpu_after_load > 0)
+      gpu_change = std::llabs(gpu_after_release - gpu_after_load) / static_cast<double>(gpu_after_load);
     goals.AtMost("gpu_used_within_5_percent", gpu_change, 0.05, "|after release - after load| / after load",
                  gpu_after_load > 0 ? "" : "NVML reported no used memory for the device");
     goals.AtMost("rss_within_10_percent", static_cast<double>(rss_after_release) / rss_after_load, 1.1,

@@ -273,13 +273,15 @@ int BenchFootprint(const FootprintOptions& options) {
   Multi vs_plain{"idle (RSS growth over a load, warm process) <= 1.05 x plain ORT's trimmed idle at the same level",
                  1.05, "<="};
   Multi weights{"idle <= 1.3 x the weight bytes at level extended", 1.3, "<="};
-  Multi unload{"after unload (over the RSS before the first load; median of the cycles after the first, warm-up) <= "
-               "plain ORT's after destroy + 5 MB; value: the difference in MB",
-               5, "<="};
+  Multi unload{
+      "after unload (over the RSS before the first load; median of the cycles after the first, warm-up) <= "
+      "plain ORT's after destroy + 5 MB; value: the difference in MB",
+      5, "<="};
   Multi trend{"after-unload RSS grows by < 2 MB over the cycles (least-squares line, first to last; MB)", 2, "<"};
-  Multi reload{"re-load <= 0.5 x ebb's first load and <= 0.5 x a plain ORT load (warm process), at the default level (" +
-                   default_level + "); value: the larger ratio",
-               0.5, "<="};
+  Multi reload{
+      "re-load <= 0.5 x ebb's first load and <= 0.5 x a plain ORT load (warm process), at the default level (" +
+          default_level + "); value: the larger ratio",
+      0.5, "<="};
 
   json results = json::object();
   const fs::path cache_root = fs::temp_directory_path() / ("ebb_footprint_" + std::to_string(getpid()));
@@ -316,8 +318,8 @@ int BenchFootprint(const FootprintOptions& options) {
     }
   }
   fs::remove_all(cache_root);
-  const std::string none = "no generated model of 50 MB or more was measured (--sizes " + o.sizes + ", --levels " +
-                           o.levels + ")";
+  const std::string none =
+      "no generated model of 50 MB or more was measured (--sizes " + o.sizes + ", --levels " + o.levels + ")";
   Goals goals;
   goals.Add("after_load_equals_after_inference", same, none);
   goals.Add("idle_within_plain_ort_plus_5_percent", vs_plain, none);
@@ -325,8 +327,9 @@ int BenchFootprint(const FootprintOptions& options) {
   goals.Add("after_unload_within_plain_ort_plus_5_mb", unload, none);
   goals.Add("no_upward_trend_over_cycles", trend, none);
   goals.Add("reload_at_most_half_first_load", reload, none + " at the default level " + default_level);
-  return goals.Finish({{"what", "RSS over the process's RSS before the first load (bytes), per model and graph "
-                                "optimization level; each configuration in a fresh process"},
+  return goals.Finish({{"what",
+                        "RSS over the process's RSS before the first load (bytes), per model and graph "
+                        "optimization level; each configuration in a fresh process"},
                        {"device", "cpu"},
                        {"input_side", o.side},
                        {"cycles", o.cycles},

@@ -16,11 +16,10 @@
 
 #include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
-
-#include <nlohmann/json.hpp>
 
 #include "common.h"
 
@@ -64,8 +63,8 @@ class Goals {
   // A goal checked at several places; Add() each measured place, then Done() enters it.
   class Multi {
    public:
-    Multi(std::string limit_text, double limit, std::string op) : text_(std::move(limit_text)), limit_(limit),
-                                                                  op_(std::move(op)) {}
+    Multi(std::string limit_text, double limit, std::string op)
+        : text_(std::move(limit_text)), limit_(limit), op_(std::move(op)) {}
     void Add(const std::string& where, double value) {
       Add(where, value, std::isfinite(value) && Goals::Test(value, limit_, op_));
     }
@@ -119,8 +118,8 @@ class Goals {
     int code = 0;
     for (const auto& [name, g] : goals_.items()) {
       if (!g["met"].is_null()) continue;
-      std::fprintf(stderr, "ebb: error: goal '%s' was not measured%s%s\n", name.c_str(),
-                   g.contains("note") ? ": " : "", g.contains("note") ? g["note"].get<std::string>().c_str() : "");
+      std::fprintf(stderr, "ebb: error: goal '%s' was not measured%s%s\n", name.c_str(), g.contains("note") ? ": " : "",
+                   g.contains("note") ? g["note"].get<std::string>().c_str() : "");
       code = 1;
     }
     return code;
@@ -146,8 +145,10 @@ class Goals {
       g["met"] = nullptr;
     }
     if (!unit.empty()) g["unit"] = unit;
-    if (!note.empty()) g["note"] = note;
-    else if (g["met"].is_null()) g["note"] = "nothing was measured";
+    if (!note.empty())
+      g["note"] = note;
+    else if (g["met"].is_null())
+      g["note"] = "nothing was measured";
     Put(name, std::move(g));
   }
   void Put(const std::string& name, nlohmann::json g) { goals_[name] = std::move(g); }

@@ -137,24 +137,23 @@ int BenchJson(const BenchOptions& options) {
 
   const double speedup = old_ms / json_ms;
   const double json_peak_per_byte = static_cast<double>(json_peak) / size;
-  json j = {
-      {"elements", count},
-      {"body_bytes", body.size()},
-      {"binary_body_bytes", binary.size()},
-      {"rounds", iterations},
-      {"copy", Figures(copy_ms, body.size())},
-      {"json_decode", Figures(json_ms, body.size())},
-      {"json_decode_old_tree", Figures(old_ms, body.size())},
-      {"binary_decode", Figures(binary_ms, binary.size())},
-      {"json_over_binary_ms", json_ms - binary_ms},
-      {"speedup_over_old", speedup},
-      {"peak_memory",
-       {{"measure", "growth of VmHWM (RSS high-water mark) during one decode, after malloc_trim and clear_refs"},
-        {"copy_bytes", copy_peak},
-        {"json_decode_bytes", json_peak},
-        {"json_decode_old_tree_bytes", old_peak},
-        {"json_decode_per_body_byte", json_peak_per_byte},
-        {"json_decode_old_tree_per_body_byte", static_cast<double>(old_peak) / size}}}};
+  json j = {{"elements", count},
+            {"body_bytes", body.size()},
+            {"binary_body_bytes", binary.size()},
+            {"rounds", iterations},
+            {"copy", Figures(copy_ms, body.size())},
+            {"json_decode", Figures(json_ms, body.size())},
+            {"json_decode_old_tree", Figures(old_ms, body.size())},
+            {"binary_decode", Figures(binary_ms, binary.size())},
+            {"json_over_binary_ms", json_ms - binary_ms},
+            {"speedup_over_old", speedup},
+            {"peak_memory",
+             {{"measure", "growth of VmHWM (RSS high-water mark) during one decode, after malloc_trim and clear_refs"},
+              {"copy_bytes", copy_peak},
+              {"json_decode_bytes", json_peak},
+              {"json_decode_old_tree_bytes", old_peak},
+              {"json_decode_per_body_byte", json_peak_per_byte},
+              {"json_decode_old_tree_per_body_byte", static_cast<double>(old_peak) / size}}}};
   Goals goals;
   goals.AtLeast("throughput_at_least_10x_old", speedup, 10, "old decoder's median time / the new one's");
   goals.AtMost("peak_memory_at_most_3x_body", json_peak_per_byte, 3, "VmHWM growth of one decode / body bytes");

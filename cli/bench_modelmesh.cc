@@ -281,8 +281,10 @@ int BenchModelMesh(const ModelMeshBenchOptions& options) {
   fs::remove_all(repository, ec);
   Goals goals;
   const std::string none = "no model was measured";
-  goals.Holds("predicted_ge_actual", rows.empty() ? std::nullopt : std::optional<bool>(conservative), rows.empty() ? none : "");
-  goals.Holds("reported_within_20pct", rows.empty() ? std::nullopt : std::optional<bool>(within), rows.empty() ? none : "");
+  goals.Holds("predicted_ge_actual", rows.empty() ? std::nullopt : std::optional<bool>(conservative),
+              rows.empty() ? none : "");
+  goals.Holds("reported_within_20pct", rows.empty() ? std::nullopt : std::optional<bool>(within),
+              rows.empty() ? none : "");
   return goals.Finish({{"benchmark", "modelmesh"},
                        {"predict", {{"factor", server::kPredictFactor}, {"base_bytes", server::kPredictBaseBytes}}},
                        {"models", rows},

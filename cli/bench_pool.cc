@@ -154,8 +154,8 @@ int BenchSwitch(const BenchOptions& options) {
   const auto& lru = strategies["budget_lru"];
   Goals goals;
   goals.AtMost("budget_lru_no_failures", lru["failures"].get<double>(), 0, "failed requests");
-  goals.AtMost("budget_lru_peak_within_budget",
-               lru["peak_rss_over_start"].get<double>() / static_cast<double>(budget), 1, "peak RSS over start / budget");
+  goals.AtMost("budget_lru_peak_within_budget", lru["peak_rss_over_start"].get<double>() / static_cast<double>(budget),
+               1, "peak RSS over start / budget");
   goals.Below("budget_lru_faster_than_destroy_on_switch",
               lru["total_ms"].get<double>() / strategies["destroy_on_switch"]["total_ms"].get<double>(), 1,
               "total time, budget_lru / destroy_on_switch");
@@ -208,15 +208,13 @@ int BenchSessions(const BenchOptions& given) {
   }
   Goals goals;
   goals.Holds("shared_under_cap", under_cap);
-  goals.AtMost("shared_flat_within_1_mib",
-               static_cast<double>(totals[true].back() - totals[true].front()) / (1 << 20), 1,
-               "MiB the shared arena grew from 1 to " + std::to_string(max_sessions) + " sessions");
-  goals.Above("per_session_grows", static_cast<double>(totals[false].back()) / static_cast<double>(totals[false].front()),
-              4, "per-session arenas' reserved bytes, " + std::to_string(max_sessions) + " sessions / 1");
-  return goals.Finish({{"model", options.model},
-                       {"input_shape", {1, 3, side, side}},
-                       {"cap_bytes", cap},
-                       {"points", points}});
+  goals.AtMost("shared_flat_within_1_mib", static_cast<double>(totals[true].back() - totals[true].front()) / (1 << 20),
+               1, "MiB the shared arena grew from 1 to " + std::to_string(max_sessions) + " sessions");
+  goals.Above("per_session_grows",
+              static_cast<double>(totals[false].back()) / static_cast<double>(totals[false].front()), 4,
+              "per-session arenas' reserved bytes, " + std::to_string(max_sessions) + " sessions / 1");
+  return goals.Finish(
+      {{"model", options.model}, {"input_shape", {1, 3, side, side}}, {"cap_bytes", cap}, {"points", points}});
 }
 
 }  // namespace ebb::cli

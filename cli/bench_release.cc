@@ -179,8 +179,9 @@ int BenchRelease(const BenchOptions& options) {
                        {"overlap", tiles.overlap},
                        {"tiles_per_frame", plan->size()},
                        {"operations_per_mode", repeats},
-                       {"order", "interleaved operation by operation, rotating; each timed operation after a warm-up "
-                                 "operation in a fresh runtime"},
+                       {"order",
+                        "interleaved operation by operation, rotating; each timed operation after a warm-up "
+                        "operation in a fresh runtime"},
                        {"total_s", (NowMs() - start) / 1000},
                        {"modes", modes},
                        {"operation_end_time_vs_never", ratio},

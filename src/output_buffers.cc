@@ -13,7 +13,7 @@
 namespace ebb::detail {
 namespace {
 
-constexpr size_t kMinBytes = 128 * 1024;         // below: glibc's heap serves warm memory itself
+constexpr size_t kMinBytes = 128 * 1024;             // below: glibc's heap serves warm memory itself
 constexpr size_t kMaxKeptBytes = size_t{256} << 20;  // kept at most, all buffers together
 constexpr size_t kMaxKept = 8;
 

@@ -231,9 +231,9 @@ bool LeaveArenas(SessionState& s, const RunRecord& record, const std::vector<boo
 // ORT's output Values are freed before returning, so before the arenas are left. With
 // `reuse_buffers` (a run that does not end its operation) the caller-owned tensors take their
 // bytes from detail::OutputBuffers: the buffers the operation's previous outputs gave back.
-Status RunOnce(SessionState& s, const std::string& model, const PreparedInputs& in, const std::vector<size_t>& out_index,
-               const std::string& shrink_spec, const std::vector<Shape>* known, bool reuse_buffers,
-               std::vector<Tensor>* results) {
+Status RunOnce(SessionState& s, const std::string& model, const PreparedInputs& in,
+               const std::vector<size_t>& out_index, const std::string& shrink_spec, const std::vector<Shape>* known,
+               bool reuse_buffers, std::vector<Tensor>* results) {
   results->clear();
   std::vector<const char*> out_names;
   for (size_t i : out_index) out_names.push_back(s.output_names[i]);
