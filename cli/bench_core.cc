@@ -2,8 +2,11 @@
 // memory floor it returns to. Both print JSON.
 #include <sys/resource.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
+#include <random>
 
 #include "bench.h"
 #include "bench_goals.h"
@@ -44,16 +47,20 @@ int BenchOverhead(const BenchOptions& given) {
     if (!bare() || !ebb_run()) return Fail(Internal("warm-up run failed"));
   }
   const int n = options.iterations ? options.iterations : 150;
-  // Three runs a round: bare ORT (A), ebb, bare ORT again (A'), the order rotating every round so
-  // that each takes each place equally often and drift on a shared machine hits all three alike.
+  // Three runs a round: bare ORT (A), ebb, bare ORT again (A'), in an order shuffled every round, so
+  // that drift on a shared machine hits all three alike and none always follows the same one (a run
+  // after ebb's would otherwise carry whatever ebb's leaves behind into A' alone).
   // A' against A is the A/A ratio: what the benchmark reports when there is no difference at all.
   // Page faults of each run too (getrusage: the whole process's, all threads), the cost a run pays
   // for memory that is new to it.
   std::vector<double> bare_ms, bare_again_ms, ebb_ms, release_ms;
   int64_t bare_faults = 0, ebb_faults = 0;
+  std::mt19937 shuffle_rng(24);
+  std::array<int, 3> order = {0, 1, 2};  // 0: bare, 1: ebb, 2: bare again
   for (int i = 0; i < n; ++i) {
+    std::shuffle(order.begin(), order.end(), shuffle_rng);
     for (int k = 0; k < 3; ++k) {
-      const int turn = (i + k) % 3;  // 0: bare, 1: ebb, 2: bare again
+      const int turn = order[static_cast<size_t>(k)];
       const int64_t f0 = MinorFaults();
       double t0 = NowMs();
       bool ok = turn == 1 ? ebb_run() : bare();

@@ -3,14 +3,16 @@
 // FP32 input) go in-process through the run boundary, over HTTP/1.1 as JSON
 // (keep-alive, one client), and over gRPC (one channel; the input in
 // raw_input_contents, as Triton's clients send it; and in typed
-// fp32_contents), interleaved in a rotating order; and a request that does nothing on each
+// fp32_contents), interleaved in an order shuffled each round; and a request that does nothing on each
 // (ServerLive, GET /v2/health/live), the floor of each transport.
 // Overhead = median over the wire - median in-process.
 // Goals: gRPC overhead p50 <= HTTP overhead p50, and p99 too.
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <functional>
+#include <random>
 #include <thread>
 #include <utility>
 
@@ -57,7 +59,7 @@ int BenchGrpc(const BenchOptions& options) {
   };
   std::vector<double> local_us, http_us, raw_us, typed_us, live_us, http_live_us;
   int failures = 0;
-  // The six kinds of request, each round in a rotating order: a request that follows one over the
+  // The six kinds of request, in an order shuffled each round: a request that follows one over the
   // other transport finds that transport's threads asleep, so a fixed order would bias one kind.
   const std::vector<std::pair<std::vector<double>*, std::function<bool()>>> kinds = {
       {&local_us, [&] { return b->session()->Run(b->inputs).ok(); }},
@@ -80,9 +82,13 @@ int BenchGrpc(const BenchOptions& options) {
          return live && live->status == 200;
        }},
   };
+  std::vector<size_t> order(kinds.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::mt19937 shuffle_rng(24);
   for (int i = 0; i < n + 50; ++i) {  // the first 50 of each warm up
-    for (size_t k = 0; k < kinds.size(); ++k) {
-      const auto& [times, request] = kinds[(k + static_cast<size_t>(i)) % kinds.size()];
+    std::shuffle(order.begin(), order.end(), shuffle_rng);
+    for (size_t k : order) {
+      const auto& [times, request] = kinds[k];
       const double t0 = NowMs();
       failures += request() ? 0 : 1;
       if (i >= 50) times->push_back((NowMs() - t0) * 1000);

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <algorithm>
 #include <functional>
+#include <random>
 #include <thread>
 #include <utility>
 
@@ -110,7 +112,7 @@ int BenchHttp(const BenchOptions& options) {
   client.set_tcp_nodelay(true);
   std::vector<double> local_us, http_us, live_us;
   int failures = 0;
-  // In a rotating order each round, so that no kind always follows the same one.
+  // In an order shuffled each round, so that no kind always follows the same one.
   const std::vector<std::pair<std::vector<double>*, std::function<bool()>>> kinds = {
       {&local_us, [&] { return handle->session()->Run(inputs).ok(); }},
       {&http_us,
@@ -124,9 +126,13 @@ int BenchHttp(const BenchOptions& options) {
          return live && live->status == 200;
        }},
   };
+  std::vector<size_t> order(kinds.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::mt19937 shuffle_rng(24);
   for (int i = 0; i < n + 50; ++i) {  // the first 50 of each warm up
-    for (size_t k = 0; k < kinds.size(); ++k) {
-      const auto& [times, request] = kinds[(k + static_cast<size_t>(i)) % kinds.size()];
+    std::shuffle(order.begin(), order.end(), shuffle_rng);
+    for (size_t k : order) {
+      const auto& [times, request] = kinds[k];
       const double t0 = NowMs();
       failures += request() ? 0 : 1;
       if (i >= 50) times->push_back((NowMs() - t0) * 1000);

@@ -7,8 +7,10 @@
 #include <malloc.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <random>
 
 #include "bench.h"
 #include "bench_goals.h"
@@ -133,15 +135,17 @@ int BenchRelease(const BenchOptions& options) {
   auto plan = PlanTiles(side, side, tiles);
   if (!plan.ok()) return Fail(plan.status());
 
-  // Interleaved operation by operation (A B C D E A B C D E ...), the order rotating each round,
-  // so that a shared machine's load falls on every mode alike; `never_again` is `never` once more:
+  // Interleaved operation by operation (A B C D E, then the five again ...), the order shuffled each
+  // round, so that a shared machine's load falls on every mode alike and none always follows another; `never_again` is `never` once more:
   // its ratio to `never` is the A/A spread, what the benchmark reports when there is no difference.
   const std::vector<std::string> labels = {"never", "every_run", "operation_end", "destroy_session", "never_again"};
   std::map<std::string, ModeResult> results;
   const double start = NowMs();
+  std::vector<std::string> order = labels;
+  std::mt19937 shuffle_rng(24);
   for (int r = 0; r < repeats; ++r) {
-    for (size_t k = 0; k < labels.size(); ++k) {
-      const std::string& label = labels[(k + static_cast<size_t>(r)) % labels.size()];
+    std::shuffle(order.begin(), order.end(), shuffle_rng);
+    for (const std::string& label : order) {
       if (Status st = MeasureOneOperation(label, o, frames, tiles, &results[label]); !st.ok()) return Fail(st);
     }
   }
@@ -180,7 +184,7 @@ int BenchRelease(const BenchOptions& options) {
                        {"tiles_per_frame", plan->size()},
                        {"operations_per_mode", repeats},
                        {"order",
-                        "interleaved operation by operation, rotating; each timed operation after a warm-up "
+                        "interleaved operation by operation, shuffled each round; each timed operation after a warm-up "
                         "operation in a fresh runtime"},
                        {"total_s", (NowMs() - start) / 1000},
                        {"modes", modes},
