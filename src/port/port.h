@@ -56,6 +56,11 @@ int64_t ResidentBytesOf(int64_t process_id);
 int64_t PeakResidentBytesOf(int64_t process_id);
 bool ResetPeakResidentOf(int64_t process_id);
 
+// Page faults of this process so far that needed no disk read: getrusage's
+// ru_minflt on Linux; on Windows PageFaultCount (soft and hard faults together:
+// Windows counts them as one). The benchmarks' cost of regrowing memory.
+int64_t MinorPageFaults();
+
 // The machine's physical memory in bytes.
 int64_t MachineMemoryBytes();
 

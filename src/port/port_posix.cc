@@ -96,6 +96,12 @@ int64_t ResidentBytesOf(int64_t id) { return StatusKb(std::to_string(id), "VmRSS
 int64_t PeakResidentBytesOf(int64_t id) { return StatusKb(std::to_string(id), "VmHWM"); }
 bool ResetPeakResidentOf(int64_t id) { return ClearRefs(std::to_string(id)); }
 
+int64_t MinorPageFaults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
+
 int64_t MachineMemoryBytes() {
   return static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
 }

@@ -130,6 +130,8 @@ int64_t PeakResidentBytesOf(int64_t id) {
 
 bool ResetPeakResidentOf(int64_t) { return false; }
 
+int64_t MinorPageFaults() { return static_cast<int64_t>(CountersOf(GetCurrentProcess()).PageFaultCount); }
+
 int64_t MachineMemoryBytes() {
   MEMORYSTATUSEX status{};
   status.dwLength = sizeof status;
