@@ -160,6 +160,15 @@ int main(int argc, char** argv) {
                         "longest a request waits for a worker and for memory together, then 503")
       ->check(CLI::Range(int64_t{1}, ebb::kMaxWaitForCapacityMs))
       ->capture_default_str();
+  serve_cmd->add_option("--max-sequences", serve.service.sequences.max_open,
+                        "sequences of requests (parameters sequence_id/start/end) open at once; one more start: 503")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  int64_t sequence_timeout_ms = serve.service.sequences.idle_timeout.count();
+  serve_cmd->add_option("--sequence-timeout-ms", sequence_timeout_ms,
+                        "a sequence with no request for this long is ended by the server and its memory released")
+      ->check(CLI::Range(int64_t{1}, ebb::kMaxWaitForCapacityMs))
+      ->capture_default_str();
   bool no_memory_admission = false;
   serve_cmd->add_flag("--no-memory-admission", no_memory_admission,
                       "admit runs by the worker count only (the behaviour before admission by memory; to compare)");
@@ -294,6 +303,7 @@ int main(int argc, char** argv) {
   if (*serve_cmd) {
     serve.pool.wait_for_capacity = std::chrono::milliseconds(wait_ms);
     serve.service.queue_timeout = std::chrono::milliseconds(queue_timeout_ms);
+    serve.service.sequences.idle_timeout = std::chrono::milliseconds(sequence_timeout_ms);
     serve.pool.admit_by_memory = !no_memory_admission;
     return Serve(serve);
   }
