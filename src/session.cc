@@ -185,8 +185,6 @@ Status SelectOutputs(const SessionState& s, const std::string& model, const std:
   return Status::Ok();
 }
 
-// Output shapes for these inputs when they are known before running: the
-// model declares them fully, or a run with the same input shapes saw them.
 // The idle timer that releases what this session's runs use: only when every
 // arena it allocates from is one the timer can shrink (the shared CPU arena).
 IdleReleaser* IdleReleaserFor(const SessionState& s) {
@@ -198,6 +196,8 @@ IdleReleaser* IdleReleaserFor(const SessionState& s) {
   return idle;
 }
 
+// Output shapes for these inputs when they are known before running: the
+// model declares them fully, or a run with the same input shapes saw them.
 bool KnownOutputShapes(SessionState& s, const std::vector<Shape>& input_shapes, std::vector<Shape>* all) {
   if (s.has_bytes_outputs) return false;  // ORT keeps strings itself: they are always copied out
   if (s.static_output_shapes) {

@@ -268,6 +268,25 @@ TEST_F(IdleReleaseTest, ConcurrentRunsAndTheTimerGiveCorrectOutputs) {
   EXPECT_GE(runtime_->idle_release_count(), 1u);
 }
 
+TEST(IdleReleasePolicyTest, ASessionWhoseArenaOnlyItsRunsCanShrinkReleasesAtItsOperationsEnd) {
+  MemoryPolicy policy;
+  policy.release = ReleaseMode::kIdle;
+  policy.cpu.arena = CpuArenaMode::kPerSession;  // no trim of its own: ORT shrinks it only in one of its runs
+  auto rt = Runtime::Create(policy);
+  ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+  auto s = (*rt)->Load(ModelPath("convnet"), {.device = DeviceRequest::Cpu()});
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  std::vector<RunRecord> records;
+  RunObserver observer = [&](const RunRecord& r) { records.push_back(r); };
+  RunFlags flags;
+  flags.observer = &observer;
+  ASSERT_TRUE((*s)->Run(ImageInput(kSide, kSide), flags).ok());
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_TRUE(records[0].release_wanted);
+  EXPECT_EQ(records[0].release_spec, "cpu:0");
+  EXPECT_EQ((*rt)->idle_release_count(), 0u);
+}
+
 TEST(IdleReleasePolicyTest, ParsesAndChecksTheDebounce) {
   auto p = ParseMemoryPolicy(R"({"release": "idle", "idle_release_ms": 75})");
   ASSERT_TRUE(p.ok()) << p.status().ToString();
