@@ -251,6 +251,9 @@ int main(int argc, char** argv) {
   auto* release_cmd = add_bench("release", "a tiled multi-frame operation under every release mode");
   auto* http_cmd = add_bench("http", "the server's own cost per request over the run boundary");
   auto* grpc_cmd = add_bench("grpc", "the gRPC front end's cost per request, beside HTTP's, in one run");
+  auto* stream_cmd = add_bench("stream",
+                               "operations sent as many requests: throughput and memory under operation_end, idle and "
+                               "never, and a tiled operation as one sequence (--model: the upscaler)");
   auto* switch_cmd = add_bench("switch", "models rotating under all_resident, destroy_on_switch and budget_lru");
   switch_cmd->add_option("--budget-bytes", bench.budget_bytes, "budget_lru's budget (0 = 2.5x one model's charge)");
   auto* sessions_cmd = add_bench("sessions", "1 to 16 sessions: per-session arenas against one shared capped arena");
@@ -319,6 +322,7 @@ int main(int argc, char** argv) {
   if (*release_cmd) return BenchRelease(bench);
   if (*http_cmd) return BenchHttp(bench);
   if (*grpc_cmd) return BenchGrpc(bench);
+  if (*stream_cmd) return BenchStream(bench);
   if (*switch_cmd) return BenchSwitch(bench);
   if (*sessions_cmd) return BenchSessions(bench);
   if (*footprint_cmd) return BenchFootprint(footprint);
