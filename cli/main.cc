@@ -160,6 +160,10 @@ int main(int argc, char** argv) {
                         "longest a request waits for a worker and for memory together, then 503")
       ->check(CLI::Range(int64_t{1}, ebb::kMaxWaitForCapacityMs))
       ->capture_default_str();
+  serve_cmd->add_option("--release", serve.release,
+                        "when inference memory goes back: idle (default, unless --policy sets release: once no "
+                        "request has run for the policy's idle_release_ms), operation_end (after every request, "
+                        "or at a sequence's end), never, every_run");
   serve_cmd->add_option("--max-sequences", serve.service.sequences.max_open,
                         "sequences of requests (parameters sequence_id/start/end) open at once; one more start: 503")
       ->check(CLI::Range(1, 1 << 20))

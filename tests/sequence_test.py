@@ -53,14 +53,16 @@ def workdir():
 
 
 class Server(ServeProcess):
-    def __init__(self, workdir, *args, policy=None):
+    """`release`: --release's value; None for ebb serve's own default."""
+
+    def __init__(self, workdir, *args, release="operation_end", policy=None):
         extra = []
         if policy is not None:
             path = os.path.join(workdir, f"policy_{time.monotonic_ns()}.json")
             with open(path, "w") as f:
                 json.dump(policy, f)
             extra = ["--policy", path]
-        super().__init__(EBB, "--repository", os.path.join(workdir, "repo"), *extra, *args)
+        super().__init__(EBB, "--repository", os.path.join(workdir, "repo"), *extra, *args, release=release)
         self.grpc = pb_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}"))
 
     def http(self, path, body=None):
@@ -145,7 +147,7 @@ def wait_for(condition, timeout=10.0):
 
 @pytest.fixture(scope="module")
 def server(workdir):
-    s = Server(workdir, "--max-sequences", "3", policy={"release": "operation_end"})
+    s = Server(workdir, "--max-sequences", "3")
     assert http_infer(s)[0] == 200  # loaded and measured once
     yield s
     assert s.stop() == 0
@@ -286,12 +288,12 @@ def test_a_timed_out_sequence_is_ended_and_released(workdir):
 
 # --- The idle release mode --------------------------------------------------------------------
 
-IDLE_MS = 300
+IDLE_MS = 1000  # long beside a request's time even on a loaded machine: a busy burst has no such gap
 
 
 @pytest.fixture(scope="module")
 def idle_server(workdir):
-    s = Server(workdir, policy={"release": "idle", "idle_release_ms": IDLE_MS})
+    s = Server(workdir, release="idle", policy={"idle_release_ms": IDLE_MS})
     assert http_infer(s)[0] == 200
     assert wait_for(lambda: s.arena() <= MiB)
     yield s
@@ -313,13 +315,19 @@ def test_idle_release_fires_after_the_debounce_and_not_during_a_burst(idle_serve
     before = s.releases()
     idle_before = s.metric('ebb_idle_releases_total{model="convnet"}')
     seen = []
-    # Two clients, one over HTTP and one over gRPC, back to back for 1.5 s: five debounces.
-    clients = [threading.Thread(target=lambda: seen.append(burst(lambda: http_infer(s), 1.5))),
-               threading.Thread(target=lambda: seen.append(burst(lambda: s.grpc.ModelInfer(grpc_request()), 1.5)))]
+    # Two clients, one over HTTP and one over gRPC, back to back for three debounces.
+    x = np.random.default_rng(1).random((1, 3, SIDE, SIDE), dtype=np.float32)
+    body = json.dumps({"inputs": [{"name": "x", "shape": list(x.shape), "datatype": "FP32",
+                                   "data": x.ravel().tolist()}]}).encode()
+    request = grpc_request()
+    seconds = 3 * IDLE_MS / 1000
+    clients = [threading.Thread(target=lambda: seen.append(burst(lambda: s.http("/v2/models/convnet/infer", body),
+                                                                 seconds))),
+               threading.Thread(target=lambda: seen.append(burst(lambda: s.grpc.ModelInfer(request), seconds)))]
     for c in clients:
         c.start()
     mid = []
-    time.sleep(0.75)
+    time.sleep(seconds / 2)
     mid.append((s.releases(), s.arena()))
     for c in clients:
         c.join()
@@ -353,3 +361,31 @@ def test_idle_mode_sequence_holds_across_pauses_and_releases_at_its_end(idle_ser
     assert s.arena() <= floor + MiB
     time.sleep(2 * IDLE_MS / 1000)
     assert s.releases() == before + 1
+
+
+def test_ebb_serve_releases_when_idle_by_default(workdir):
+    s = Server(workdir, release=None)  # no --release, no --policy: ebb serve's default
+    try:
+        assert http_infer(s)[0] == 200
+        assert wait_for(lambda: s.releases() == 1)
+        floor = s.arena()
+        assert http_infer(s)[0] == 200
+        assert wait_for(lambda: s.releases() == 2)
+        assert s.arena() <= floor + MiB
+        # Both were idle releases (off the request, after the debounce), not the run boundary's.
+        assert s.metric('ebb_idle_releases_total{model="convnet"}') == 2
+    finally:
+        assert s.stop() == 0
+    # A policy file that sets release wins over the default; --release wins over both.
+    path = os.path.join(workdir, "never.json")
+    with open(path, "w") as f:
+        json.dump({"release": "never"}, f)
+    for args, idle in [(["--policy", path], False), (["--policy", path, "--release", "idle"], True)]:
+        s = Server(workdir, *args, release=None)
+        try:
+            assert http_infer(s)[0] == 200
+            time.sleep(0.3)
+            assert (s.metric('ebb_idle_releases_total{model="convnet"}') == 1) == idle, args
+            assert (s.arena() > 4 * MiB) != idle, args
+        finally:
+            assert s.stop() == 0
