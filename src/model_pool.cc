@@ -494,18 +494,25 @@ Status ModelPool::Load(const std::string& name) {
   return Status::Ok();
 }
 
+ModelPool::Entry* ModelPool::UnloadLocked(const std::string& name, std::unique_lock<std::mutex>& lock,
+                                          std::vector<PoolEvent>* events) {
+  Entry* e = FindLocked(name);
+  // Every wait can end with the entry gone (Remove): look it up again after each.
+  while (e && e->state == PoolState::kLoading) {
+    changed_.wait(lock);
+    e = FindLocked(name);
+  }
+  if (e && e->state == PoolState::kReady) EvictLocked(*e, EvictReason::kUnload, events);
+  return e;
+}
+
 Status ModelPool::Unload(const std::string& name) {
   std::vector<PoolEvent> events;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    Entry* e = FindLocked(name);
-    if (!e) return NotFound("unknown model '" + name + "'");
-    // Every wait can end with the entry gone (Remove): look it up again after each.
-    while (e->state == PoolState::kLoading) {
-      changed_.wait(lock);
-      if (!(e = FindLocked(name))) return NotFound("model '" + name + "' was removed");
-    }
-    if (e->state == PoolState::kReady) EvictLocked(*e, EvictReason::kUnload, &events);
+    if (!FindLocked(name)) return NotFound("unknown model '" + name + "'");
+    Entry* e = UnloadLocked(name, lock, &events);
+    if (!e) return NotFound("model '" + name + "' was removed");
     e->reason = "unloaded";
   }
   Emit(events);
@@ -516,13 +523,9 @@ Status ModelPool::Remove(const std::string& name) {
   std::vector<PoolEvent> events;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    Entry* e = FindLocked(name);
-    if (!e) return NotFound("unknown model '" + name + "'");
-    while (e->state == PoolState::kLoading) {
-      changed_.wait(lock);
-      if (!(e = FindLocked(name))) return Status::Ok();  // removed meanwhile
-    }
-    if (e->state == PoolState::kReady) EvictLocked(*e, EvictReason::kUnload, &events);
+    if (!FindLocked(name)) return NotFound("unknown model '" + name + "'");
+    Entry* e = UnloadLocked(name, lock, &events);
+    if (!e) return Status::Ok();  // removed meanwhile
     e->reason = "removed";
     // A lease still out decrements its entry when it ends (Release erases it then): until
     // then it stays, unloaded and invisible.

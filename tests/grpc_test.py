@@ -636,6 +636,15 @@ def wait_until_running(s):
     raise AssertionError("no inference started")
 
 
+def wait_until_reserved(s, at_least):
+    series = 'ebb_memory_reserved_bytes{against="arena",device="cpu"}'
+    for _ in range(2000):
+        if s.metric(series) >= at_least:
+            return
+        time.sleep(0.01)
+    raise AssertionError("no run reserved %d bytes" % at_least)
+
+
 def test_a_full_queue_is_unavailable_as_in_triton(repository):
     # Triton answers a full queue with UNAVAILABLE ("Exceeds maximum queue size"), as HTTP 503;
     # RESOURCE_EXHAUSTED is ebb's memory budget (and gRPC's own message size limit).
@@ -1052,7 +1061,9 @@ def test_admission_by_memory_over_grpc(repository):
         big = {}
         t = threading.Thread(target=lambda: big.update(r=stub.ModelInfer(big_convnet_request(2560))))
         t.start()
-        wait_until_running(s)
+        # Its reservation held, not only its call started: the 78 MB request is decoded after the
+        # worker admits it, and a smaller one sent meanwhile could reach the pool first.
+        wait_until_reserved(s, 500 << 20)
         # A client whose deadline passes while its request waits for memory: the server sees the call
         # cancelled (ServerContext::IsCancelled) and its run leaves the line.
         with pytest.raises(grpc.RpcError) as e:

@@ -834,6 +834,17 @@ bool WaitForMetric(int port, const std::string& sample, double value) {
   return false;
 }
 
+// Waits until the big run holds its reservation of the capped arena: not only its call started
+// (a smaller request sent meanwhile could otherwise reach the pool first and run beside it).
+bool WaitForBigReservation(int port) {
+  httplib::Client c("127.0.0.1", port);
+  for (int i = 0; i < 2000; ++i) {
+    if (MetricOf(c, R"(ebb_memory_reserved_bytes{against="arena",device="cpu"})") >= (500 << 20)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
 class ServerAdmissionTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -898,8 +909,9 @@ TEST_F(ServerAdmissionTest, ARequestPredictedLargerThanTheCapFailsAtOnceWithTheN
   // Two sizes measured alone: the line through them bounds a larger request's need.
   ASSERT_EQ(PostBig(server_.port(), BigConvnetRequest(256))->status, 200);
   ASSERT_EQ(PostBig(server_.port(), BigConvnetRequest(512))->status, 200);
+  const std::string body = BigConvnetRequest(3072);  // made before the clock starts
   const auto start = std::chrono::steady_clock::now();
-  auto res = PostBig(server_.port(), BigConvnetRequest(3072));
+  auto res = PostBig(server_.port(), body);
   const auto took = std::chrono::steady_clock::now() - start;
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 503);
@@ -925,7 +937,7 @@ TEST_F(ServerAdmissionTest, WaitingRequestsHonourTheQueueLimitAndTheDeadline) {
   ASSERT_TRUE(Start(kBigCap, {"--workers", "2", "--queue", "0", "--queue-timeout-ms", "400"}));
   ASSERT_EQ(PostBig(server_.port(), BigConvnetRequest(1024))->status, 200);  // measured alone
   std::thread big([&] { EXPECT_EQ(PostBig(server_.port(), BigConvnetRequest(kBigSide))->status, 200); });
-  WaitUntilRunning(server_.port());
+  ASSERT_TRUE(WaitForBigReservation(server_.port()));
   const auto start = std::chrono::steady_clock::now();
   std::atomic<bool> waited_out{false};
   std::thread waiting([&] {
@@ -959,7 +971,7 @@ TEST_F(ServerAdmissionTest, AClientThatDisconnectsWhileWaitingFreesItsPlace) {
   ASSERT_TRUE(Start(kBigCap, {"--workers", "2"}));
   ASSERT_EQ(PostBig(server_.port(), BigConvnetRequest(1024))->status, 200);  // measured alone
   std::thread big([&] { EXPECT_EQ(PostBig(server_.port(), BigConvnetRequest(kBigSide))->status, 200); });
-  WaitUntilRunning(server_.port());
+  ASSERT_TRUE(WaitForBigReservation(server_.port()));
   const std::string body = BigConvnetRequest(1024);
   // One waits for memory (the second worker), one for a worker; both clients go away.
   const int for_memory = SendRaw(server_.port(), body);

@@ -399,6 +399,9 @@ class ModelPool {
   bool MakeRoomLocked(const std::string& device, int64_t need, const std::string& except,
                       std::vector<PoolEvent>* events);
   void EvictLocked(Entry& e, EvictReason reason, std::vector<PoolEvent>* events);
+  // Waits for a load of `name` in progress to end, then unloads it (Unload, Remove). Returns its
+  // entry, or null when it was removed meanwhile. REQUIRES: lock held on mu_.
+  Entry* UnloadLocked(const std::string& name, std::unique_lock<std::mutex>& lock, std::vector<PoolEvent>* events);
   // Loads `e`. REQUIRES: lock held, e in kLoading; released while loading.
   Status LoadLocked(Entry& e, bool on_demand, std::unique_lock<std::mutex>& lock, std::vector<PoolEvent>* events);
   void Emit(const std::vector<PoolEvent>& events) const;

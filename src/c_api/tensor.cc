@@ -45,6 +45,24 @@ ebb_status_t* Wrap(Tensor tensor, ebb_tensor_t** out) {
   return nullptr;
 }
 
+// A dense tensor as a caller describes it: its type, its shape, and `byte_size` bytes at `data`
+// (which may be null only when there are none), checked as every dense constructor checks them.
+struct DenseSpec {
+  DataType type = DataType::kFloat32;
+  Shape shape;
+};
+ebb_status_t* CheckDense(const char* function, ebb_dtype_t dtype, const int64_t* shape, size_t rank, const void* data,
+                         size_t byte_size, DenseSpec* spec) {
+  Result<DataType> type = DenseType(function, dtype);
+  if (!type.ok()) return ToC(type.status());
+  Result<Shape> s = ShapeOf(function, shape, rank);
+  if (!s.ok()) return ToC(s.status());
+  if (Status st = CheckByteSize(function, *type, *s, byte_size); !st.ok()) return ToC(st);
+  if (byte_size > 0 && !data) return NullArgument(function, "data");
+  *spec = {*type, std::move(*s)};
+  return nullptr;
+}
+
 }  // namespace
 
 Tensor View(const Tensor& tensor) {
@@ -137,13 +155,9 @@ ebb_status_t* ebb_tensor_create_copy(ebb_dtype_t dtype, const int64_t* shape, si
   return Guard(kFn, [&]() -> ebb_status_t* {
     if (!out) return NullArgument(kFn, "out");
     *out = nullptr;
-    Result<DataType> type = DenseType(kFn, dtype);
-    if (!type.ok()) return ToC(type.status());
-    Result<Shape> s = ShapeOf(kFn, shape, rank);
-    if (!s.ok()) return ToC(s.status());
-    if (Status st = CheckByteSize(kFn, *type, *s, byte_size); !st.ok()) return ToC(st);
-    if (byte_size > 0 && !data) return NullArgument(kFn, "data");
-    Tensor t(*type, std::move(*s));
+    DenseSpec spec;
+    if (ebb_status_t* st = CheckDense(kFn, dtype, shape, rank, data, byte_size, &spec)) return st;
+    Tensor t(spec.type, std::move(spec.shape));
     if (byte_size > 0) std::memcpy(t.data(), data, byte_size);
     return Wrap(std::move(t), out);
   });
@@ -155,18 +169,14 @@ ebb_status_t* ebb_tensor_borrow(ebb_dtype_t dtype, const int64_t* shape, size_t 
   return Guard(kFn, [&]() -> ebb_status_t* {
     if (!out) return NullArgument(kFn, "out");
     *out = nullptr;
-    Result<DataType> type = DenseType(kFn, dtype);
-    if (!type.ok()) return ToC(type.status());
-    Result<Shape> s = ShapeOf(kFn, shape, rank);
-    if (!s.ok()) return ToC(s.status());
-    if (Status st = CheckByteSize(kFn, *type, *s, byte_size); !st.ok()) return ToC(st);
-    if (byte_size > 0 && !data) return NullArgument(kFn, "data");
-    const size_t align = ElementSize(*type);
+    DenseSpec spec;
+    if (ebb_status_t* st = CheckDense(kFn, dtype, shape, rank, data, byte_size, &spec)) return st;
+    const size_t align = ElementSize(spec.type);
     if (align > 1 && reinterpret_cast<uintptr_t>(data) % align != 0) {
       return Error(StatusCode::kInvalidArgument, std::string(kFn) + ": data is not aligned for " +
-                                                     DataTypeName(*type) + " (" + std::to_string(align) + " bytes)");
+                                                     DataTypeName(spec.type) + " (" + std::to_string(align) + " bytes)");
     }
-    return Wrap(Tensor::Borrow(*type, std::move(*s), static_cast<std::byte*>(data)), out);
+    return Wrap(Tensor::Borrow(spec.type, std::move(spec.shape), static_cast<std::byte*>(data)), out);
   });
 }
 
