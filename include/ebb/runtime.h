@@ -106,6 +106,8 @@ class Runtime {
   // Release when idle (ReleaseMode::kIdle, with the shared CPU arena): a
   // thread of the Runtime gives the shared arena back and trims the heap once
   // no run has ended for policy().idle_release_ms and none is in flight.
+  // Sessions that outlive the Runtime are not idle-released any more (their
+  // memory goes back when they are destroyed).
   // HoldIdleRelease: no idle release while the returned hold is alive.
   std::unique_ptr<IdleReleaseHold> HoldIdleRelease();
   // Idle releases done so far (0 under other modes).
