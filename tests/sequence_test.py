@@ -216,6 +216,18 @@ def test_unknown_ids_are_refused_as_triton_refuses_them(server):
     assert http_infer(server, parameters={"sequence_id": 0, "sequence_start": False, "sequence_end": True})[0] == 200
 
 
+def test_a_failed_last_request_still_closes_and_releases(server):
+    floor = server.arena()
+    assert http_infer(server, sequence_id=51, start=True)[0] == 200
+    assert server.arena() > floor + 4 * MiB
+    body = {"inputs": [{"name": "y", "shape": [1, 64], "datatype": "FP32", "data": [0.5] * 64}],
+            "parameters": sequence_parameters(51, False, True)}
+    status, reply = server.http("/v2/models/convnet/infer", json.dumps(body).encode())
+    assert status == 400 and "has no input named 'y'" in json.loads(reply)["error"]
+    assert server.metric("ebb_sequences_open") == 0
+    assert server.arena() <= floor + MiB
+
+
 def test_a_reused_open_id_restarts_the_sequence_as_in_triton(server):
     before = server.releases()
     assert http_infer(server, sequence_id=21, start=True)[0] == 200

@@ -296,23 +296,25 @@ Result<InferResponse> InferenceService::Infer(const std::string& model, const st
   if (sequence.in_sequence()) {
     if (Status entered = sequences_->Enter(model, *resolved, sequence); !entered.ok()) return finish(entered);
   }
-  bool executed = false;
+  bool executed = false, succeeded = false;
   struct LeaveSequence {
     InferenceService* self;
     const std::string& model;
     const std::string& version;
     const SequenceControl& sequence;
     const bool& executed;
+    const bool& succeeded;
     ~LeaveSequence() {
       if (!sequence.in_sequence()) return;
       self->sequences_->Leave(model, version, sequence);
-      // The last request did not reach its run (no memory, cancelled): nothing released, so release here.
-      if (sequence.end && !executed && self->runtime_.policy().release != ReleaseMode::kNever) {
+      // The last request failed (no memory, cancelled, refused before or in its run): what the
+      // sequence grew may still be held, so release here; counted when no run of it was reached.
+      if (sequence.end && !succeeded && self->runtime_.policy().release != ReleaseMode::kNever) {
         (void)self->runtime_.Trim();
-        self->CountRelease(model, version);
+        if (!executed) self->CountRelease(model, version);
       }
     }
-  } leave{this, model, *resolved, sequence, executed};
+  } leave{this, model, *resolved, sequence, executed, succeeded};
   InferResponse response{model, *resolved, request->id, {}};
   AcquireOptions acquire;
   acquire.keep_alive_ms = request->keep_alive_ms;
@@ -331,6 +333,7 @@ Result<InferResponse> InferenceService::Infer(const std::string& model, const st
         return Status::Ok();
       });
   if (!st.ok()) return finish(st);
+  succeeded = true;
   t.ran = true;
   step = Clock::now();
   st = ClassifyOutputs(model, *request, &response.outputs);
