@@ -37,6 +37,7 @@
 #include <thread>
 
 #include "bench.h"
+#include "bench_goals.h"
 #include "spawn_self.h"
 
 namespace ebb::cli {
@@ -290,11 +291,6 @@ double TileBurst(const ServeChild& s, const std::string& model, const std::strin
   return done;
 }
 
-json Goal(double value, const std::string& op, double limit) {
-  const bool met = op == ">=" ? value >= limit : value <= limit;
-  return {{"value", value}, {"limit", limit}, {"op", op}, {"met", met}};
-}
-
 }  // namespace
 
 int BenchStream(const BenchOptions& options) {
@@ -446,21 +442,22 @@ int BenchStream(const BenchOptions& options) {
   }
   const double never_ms = total["never"].ms;
   const int64_t end_arena = total["operation_end"].arena_after;
-  json goals;
-  goals["idle_throughput_vs_never"] = Goal(idle_vs_never, ">=", 0.97);
-  goals["back_at_floor_after_burst_ms"] = Goal(worst_back_ms, "<=", kIdleMs + 50);
+  Goals goals;
+  goals.AtLeast("idle_throughput_vs_never", idle_vs_never, 0.97, "x",
+                "tiny requests: idle's requests per second over never's, all slices together");
+  goals.AtMost("back_at_floor_after_burst_ms", worst_back_ms, kIdleMs + 50, "ms",
+               "the idle server's shared arena and RSS (+2 MiB) at their floor after a burst, the slowest of all");
   for (const char* name : {"sequence_operation_end", "sequence_idle"}) {
     const OperationResult& r = total[name];
-    // Met when every round's operation released exactly once.
-    bool once = true;
+    bool once = true;  // every round's operation released exactly once
     for (double n : operations[name]["releases_rounds"]) once &= n == 1;
-    goals[std::string(name) + "_releases"] = Goal(r.releases, "<=", 1);
-    goals[std::string(name) + "_releases"]["met"] = once;
-    goals[std::string(name) + "_time_vs_never"] = Goal(r.ms / never_ms, "<=", 1.03);
-    goals[std::string(name) + "_arena_after_minus_operation_end"] =
-        Goal(static_cast<double>(r.arena_after - end_arena), "<=", 1 << 20);
+    goals.Holds(std::string(name) + "_releases_once", once, "32 requests of one sequence: one release");
+    goals.AtMost(std::string(name) + "_time_vs_never", r.ms / never_ms, 1.03, "x",
+                 "the 32 requests' time over never's, all rounds together");
+    goals.AtMost(std::string(name) + "_arena_after_minus_operation_end", static_cast<double>(r.arena_after - end_arena),
+                 1 << 20, "bytes", "the shared arena after the sequence, less after operation_end's 32 requests");
   }
-  PrintJson({{"model", tiny->name},
+  const json result = {{"model", tiny->name},
              {"upscaler", upscaler->name},
              {"clients", clients},
              {"seconds_per_slice", seconds},
@@ -477,11 +474,10 @@ int BenchStream(const BenchOptions& options) {
              {"operation_end_vs_never_cycles", end_ratio},
              {"after_tiny_burst", floors},
              {"after_tile_burst", tile_floors},
-             {"tiled_operation", operations},
-             {"goals", goals}});
+             {"tiled_operation", operations}};
   servers.clear();
   fs::remove_all(dir, ec);
-  return failures ? 1 : 0;
+  return goals.Finish(result, failures ? 1 : 0);
 }
 
 }  // namespace ebb::cli
