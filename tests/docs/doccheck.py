@@ -7,7 +7,8 @@ The convention (docs/contributing.md, "Checked examples"): an HTML comment
 on the line right before a fenced block marks that block as checked; unmarked blocks are not run.
 What is checked depends on the block's language:
 
-- ```console: lines starting with "$ " are commands (a line ending in "\\" continues on the next);
+- ```console: lines starting with "$ " are commands (a line ending in "\\" continues on the next, and
+  so do lines starting with "> ", the shell's continuation prompt, as inside a quoted string);
   every other line is the output the command before it prints (stdout and stderr together). The
   commands of one block run in one bash process, one after another, from the checkout's root
   ("build/" is the build folder the test was given). A command's exit status is not compared, its
@@ -126,6 +127,8 @@ def split_console(text: str) -> list[tuple[str, list[str]]]:
                 i += 1
                 command = command + "\n" + lines[i]
             steps.append((command, []))
+        elif line.startswith("> ") and steps and not steps[-1][1]:
+            steps[-1] = (steps[-1][0] + "\n" + line[2:], [])  # the shell's continuation prompt
         elif steps:
             steps[-1][1].append(line)
         elif line.strip():

@@ -104,6 +104,7 @@ def test_the_patterns():
     unmarked = doccheck.parse(pathlib.Path("t.md"), "```console\n$ x\n```\n")
     assert not unmarked[0].checked
     assert doccheck.split_console("$ a \\\n  b\nout\n$ c") == [("a \\\n  b", ["out"]), ("c", [])]
+    assert doccheck.split_console("$ a '1\n> 2'\nout\n> more out") == [("a '1\n2'", ["out", "> more out"])]
 
 
 def test_every_marker_is_on_a_block():
