@@ -37,6 +37,7 @@ bench: build
 	$(BUILD)/ebb bench release --json --models $(BUILD)/generated_models --model conv_100mb --size 64
 	$(BUILD)/ebb bench footprint --json
 	$(BUILD)/ebb bench modelmesh --json
+	$(BUILD)/ebb bench concurrency --json
 	PYTHONPATH=$(BUILD)/python /usr/bin/python3 python/bench/bench_python.py --json
 
 # The Java binding's cost over the C++ run boundary (goal <= 1.05) and the 50-session arena figures,

@@ -44,6 +44,23 @@ struct ModelMeshBenchOptions {
 };
 int BenchModelMesh(const ModelMeshBenchOptions& options);
 
+// `ebb bench concurrency`: N concurrent clients with admission by memory, beside the baselines
+// (bench_concurrency.cc).
+struct ConcurrencyOptions {
+  CommonOptions common;
+  std::string model = "convnet";  // as ResolveModel takes it
+  // 1280x1280: the convnet's run needs 200 MiB of arena (16-channel activations of 100 MiB), and
+  // takes 0.25-0.6 s on two cores, so the whole benchmark takes three to five minutes there.
+  int64_t side = 1280;
+  int64_t cap_bytes = 0;  // the shared arena's cap; 0 = 2.5 times one run's arena peak (measured first)
+  int rounds = 3;         // times each N goes round the modes; a mode's throughput is the median of its rounds
+  bool json = true;
+  // Hidden: the child process that measures one mode at one N.
+  std::string worker;  // "admission", "admission_off", "uncapped", "serial"
+  int clients = 1;
+};
+int BenchConcurrency(const ConcurrencyOptions& options);
+
 // `options` with `fallback` as its model when none was given.
 inline BenchOptions WithModel(BenchOptions options, const char* fallback) {
   if (options.model.empty()) options.model = fallback;

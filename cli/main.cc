@@ -147,12 +147,31 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--port", serve.http.port, "HTTP port (0 = any free port)")->capture_default_str();
   serve_cmd->add_option("--grpc-port", serve.grpc_port, "gRPC port (0 = no gRPC, -1 = any free port)")
       ->capture_default_str();
-  serve_cmd->add_option("--workers", serve.service.workers, "inferences running at once")
+  serve_cmd->add_option("--workers", serve.service.workers,
+                        "inferences running at once: a CPU bound (memory is admitted per run, see below)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
-  serve_cmd->add_option("--queue", serve.service.queue, "inferences waiting before 503")
+  serve_cmd->add_option("--queue", serve.service.queue,
+                        "inferences waiting (for a worker or for memory) before 503")
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
+  int64_t queue_timeout_ms = serve.service.queue_timeout.count();
+  serve_cmd->add_option("--queue-timeout-ms", queue_timeout_ms,
+                        "longest a request waits for a worker and for memory together, then 503")
+      ->check(CLI::Range(int64_t{1}, ebb::kMaxWaitForCapacityMs))
+      ->capture_default_str();
+  bool no_memory_admission = false;
+  serve_cmd->add_flag("--no-memory-admission", no_memory_admission,
+                      "admit runs by the worker count only (the behaviour before admission by memory; to compare)");
+  serve_cmd->footer(
+      "Admission by memory: each model learns what its runs need beside its weights, as a function of their\n"
+      "input size (measured when a run is alone; a model's first run runs alone to be measured). Before a run\n"
+      "starts, its predicted need is reserved against what the device has left: the shared CPU arena's cap\n"
+      "(policy cpu.arena_settings.max_bytes), the memory budget less the loaded models' charges, the container's\n"
+      "limit. A run that does not fit waits, in arrival order, until reservations come back (503 after\n"
+      "--queue-timeout-ms; a client that disconnects leaves the line); one that could never fit, even alone, gets\n"
+      "503 at once with its predicted need and the limit. A run that still runs out of memory is retried once,\n"
+      "alone, after the runs in flight drained, and its model's prediction is raised. docs/memory-budget.md.");
   AddHttpOptions(serve_cmd, &serve.http, &serve.service);
   serve_cmd->add_option("--grpc-threads", serve.grpc_threads,
                         "gRPC worker threads for ModelInfer and the RPCs that may block, started as needed; "
@@ -172,7 +191,7 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--cuda-memory-budget", serve.pool.cuda_budget_bytes, "budget per GPU in bytes (0 = 90%)")
       ->check(CLI::NonNegativeNumber);
   int64_t wait_ms = 0;
-  serve_cmd->add_option("--wait-for-capacity-ms", wait_ms, "wait this long for memory before answering 503")
+  serve_cmd->add_option("--wait-for-capacity-ms", wait_ms, "wait this long for a model to fit the budget (for models in flight to finish) before 503")
       ->check(CLI::Range(int64_t{0}, ebb::kMaxWaitForCapacityMs));
   serve_cmd->add_option("--keep-alive-ms", serve.pool.default_keep_alive_ms,
                         "default keep_alive: unload after this idle time (0 = after each request, -1 = never)")
@@ -250,6 +269,21 @@ int main(int argc, char** argv) {
   modelmesh_cmd->add_option("--sizes", modelmesh_bench.sizes, "generated models, MB of weights")->capture_default_str();
   modelmesh_cmd->add_flag("--json", modelmesh_bench.json, "print JSON (the only output format)");
   auto* json_cmd = add_bench("json", "decoding a 4 MB JSON FP32 tensor: throughput and peak memory, beside a copy");
+  ConcurrencyOptions concurrency;
+  auto* concurrency_cmd = bench_cmd->add_subcommand(
+      "concurrency", "1 to 16 concurrent clients under a capped arena: admission by memory against none and no cap");
+  AddCommon(concurrency_cmd, &concurrency.common);
+  concurrency_cmd->add_option("--model", concurrency.model, kModelHelp)->capture_default_str();
+  concurrency_cmd->add_option("--size", concurrency.side, "input side in pixels")->capture_default_str();
+  concurrency_cmd->add_option("--cap-bytes", concurrency.cap_bytes,
+                              "the shared arena's cap (0 = 2.5 times one run's arena peak, measured first)")
+      ->capture_default_str();
+  concurrency_cmd->add_option("--rounds", concurrency.rounds, "rounds of the modes at each N (the median throughput kept)")
+      ->check(CLI::Range(1, 20))
+      ->capture_default_str();
+  concurrency_cmd->add_flag("--json", concurrency.json, "print JSON (the only output format)");
+  concurrency_cmd->add_option("--worker", concurrency.worker)->group("");
+  concurrency_cmd->add_option("--clients", concurrency.clients)->group("");
 
 #endif
 
@@ -259,6 +293,8 @@ int main(int argc, char** argv) {
   if (*run_cmd) return RunImages(run);
   if (*serve_cmd) {
     serve.pool.wait_for_capacity = std::chrono::milliseconds(wait_ms);
+    serve.service.queue_timeout = std::chrono::milliseconds(queue_timeout_ms);
+    serve.pool.admit_by_memory = !no_memory_admission;
     return Serve(serve);
   }
   if (*policy_cmd) {
@@ -278,6 +314,7 @@ int main(int argc, char** argv) {
   if (*footprint_cmd) return BenchFootprint(footprint);
   if (*json_cmd) return BenchJson(bench);
   if (*modelmesh_cmd) return BenchModelMesh(modelmesh_bench);
+  if (*concurrency_cmd) return BenchConcurrency(concurrency);
 #endif
   return 1;
 }

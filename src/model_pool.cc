@@ -8,10 +8,11 @@
 
 #include "ebb/model_signature.h"
 #include "log.h"
+#include "model_pool_internal.h"
 
 namespace ebb {
 
-using Clock = std::chrono::steady_clock;
+using Clock = PoolClock;
 
 namespace {
 
@@ -46,29 +47,8 @@ const char* EvictReasonName(EvictReason reason) {
   return "unknown";
 }
 
-struct ModelPool::Entry {
-  ModelSpec spec;
-  PoolState state = PoolState::kUnloaded;
-  std::shared_ptr<Session> session;
-  std::string device;            // resolved device once loaded
-  std::string reason;
-  int64_t file_bytes = 0;        // the provisional charge before a first load (ModelBytes)
-  int64_t load_bytes = 0;
-  int64_t transient_bytes = 0;
-  bool loaded_once = false;
-  int in_flight = 0;
-  Clock::time_point last_used = Clock::now();
-  int64_t keep_alive_ms = -1;    // effective keep-alive of the last call
-  std::optional<ModelSignature> signature;  // of the last session loaded
-  uint64_t loads = 0;
-  uint64_t calls = 0;            // leases handed out
-  bool removed = false;          // Remove()d while a lease was out: erased when the last one ends
-};
+namespace detail {
 
-namespace {
-
-// Resets the process's RSS high-water mark (VmHWM) so that the next reading
-// is the peak of what happens from now on.
 void ResetPeakRss() {
   if (FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
     std::fputs("5", f);
@@ -83,7 +63,13 @@ int64_t GpuUsed(int index) {
   return 0;
 }
 
-}  // namespace
+}  // namespace detail
+
+int64_t InputElements(const std::vector<NamedTensor>& inputs) {
+  int64_t elements = 0;
+  for (const NamedTensor& input : inputs) elements += input.tensor.element_count();
+  return elements;
+}
 
 Lease::Lease(Lease&& o) noexcept
     : pool_(o.pool_),
@@ -92,7 +78,17 @@ Lease::Lease(Lease&& o) noexcept
       keep_alive_ms_(o.keep_alive_ms_),
       lifecycle_(o.lifecycle_),
       measure_generation_(o.measure_generation_),
-      rss_at_start_(o.rss_at_start_) {
+      rss_at_start_(o.rss_at_start_),
+      device_(std::move(o.device_)),
+      reserved_(o.reserved_),
+      arena_reserved_(o.arena_reserved_),
+      alone_(o.alone_),
+      run_elements_(o.run_elements_),
+      retry_(o.retry_),
+      predicted_(o.predicted_),
+      arena_predicted_(o.arena_predicted_),
+      arena_in_use_at_start_(o.arena_in_use_at_start_),
+      arena_peak_at_start_(o.arena_peak_at_start_) {
   o.pool_ = nullptr;
 }
 
@@ -120,6 +116,10 @@ void ModelPool::Add(ModelSpec spec) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& e = entries_[spec.name];
   if (!e) e = std::make_unique<Entry>();
+  if (e->spec.path != spec.path) {  // another file: what its runs need is not known
+    e->need = RunNeed();
+    e->arena_need = RunNeed();
+  }
   e->removed = false;
   e->file_bytes = file_bytes;
   e->spec = std::move(spec);
@@ -143,8 +143,11 @@ std::string ModelPool::DeviceOf(const Entry& e) const {
 
 int64_t ModelPool::ChargeOf(const Entry& e) const {
   // Never below the file size: a loaded model holds its weights, even when its load's RSS growth
-  // reads smaller (it reused heap pages that earlier loads had touched and the trim kept).
-  return e.loaded_once ? std::max(e.load_bytes + e.transient_bytes, e.file_bytes) : e.file_bytes;
+  // reads smaller (it reused heap pages that earlier loads had touched and the trim kept). With
+  // admission by memory a run reserves its transient need while it runs; without, the charge
+  // holds the largest one seen, once.
+  if (!e.loaded_once) return e.file_bytes;
+  return std::max(e.load_bytes + (options_.admit_by_memory ? 0 : e.transient_bytes), e.file_bytes);
 }
 
 int64_t ModelPool::budget(const std::string& device) const {
@@ -216,11 +219,11 @@ Status ModelPool::LoadLocked(Entry& e, bool on_demand, std::unique_lock<std::mut
     // (the heap only: arenas follow the release mode), so that the growth is
     // the model's idle cost, not heap that others freed earlier.
     if (!cuda && runtime_.policy().trim_heap_after_release) malloc_trim(0);
-    const int64_t before = cuda ? GpuUsed(spec.load.device.index) : ReadRssBytes();
+    const int64_t before = cuda ? detail::GpuUsed(spec.load.device.index) : ReadRssBytes();
     session = runtime_.Load(spec.path, spec.load);
     if (session.ok()) {
       const bool on_gpu = (*session)->device().kind == DeviceKind::kCuda;
-      grew = (on_gpu ? GpuUsed((*session)->device().index) : ReadRssBytes()) - before;
+      grew = (on_gpu ? detail::GpuUsed((*session)->device().index) : ReadRssBytes()) - before;
       break;
     }
     if (session.status().code() != StatusCode::kResourceExhausted || attempt == 1) break;
@@ -265,16 +268,30 @@ Result<Lease> ModelPool::Acquire(const std::string& name, const AcquireOptions& 
   return AcquireImpl(name, options, /*on_demand=*/true);
 }
 
-Result<Lease> ModelPool::AcquireImpl(const std::string& name, const AcquireOptions& options, bool on_demand) {
+Result<Lease> ModelPool::AcquireImpl(const std::string& name, const AcquireOptions& options, bool on_demand,
+                                     bool retry, uint64_t retry_ticket, const std::string& retry_device) {
   std::vector<PoolEvent> events;
   std::unique_lock<std::mutex> lock(mu_);
+  // A run's place in its device's line (a retry's was taken before its failed run's lease went).
+  RunPlace place{retry_ticket, retry_device};
   Entry* entry = FindLocked(name);
-  if (!entry) return NotFound("unknown model '" + name + "'");
+  if (!entry) {
+    LeaveLineLocked(&place);
+    return NotFound("unknown model '" + name + "'");
+  }
   // After a wait the entry may have been removed (Remove): look it up again.
   auto still_there = [&] { return (entry = FindLocked(name)) != nullptr; };
-  // Clamped, so that adding it to the clock cannot overflow.
-  const auto deadline = Clock::now() + std::clamp(options_.wait_for_capacity, std::chrono::milliseconds(0),
-                                                  std::chrono::milliseconds(kMaxWaitForCapacityMs));
+  const auto start = Clock::now();
+  // Clamped, so that adding them to the clock cannot overflow.
+  auto clamped = [](std::chrono::milliseconds ms) {
+    return std::clamp(ms, std::chrono::milliseconds(0), std::chrono::milliseconds(kMaxWaitForCapacityMs));
+  };
+  const auto deadline = start + clamped(options_.wait_for_capacity);
+  // A run, admitted by memory: it takes a place in its device's line once its model is ready.
+  const bool run = options_.admit_by_memory && options.run_elements.has_value();
+  const int64_t elements = run ? std::max<int64_t>(*options.run_elements, 1) : 0;
+  const auto memory_deadline = options.deadline.value_or(start + clamped(options_.wait_for_memory));
+  Reserved reserved;
   Status failure;
   while (true) {
     if (entry->state == PoolState::kLoading) {
@@ -306,9 +323,20 @@ Result<Lease> ModelPool::AcquireImpl(const std::string& name, const AcquireOptio
     if (e.state == PoolState::kReady) {
       // Before an operation too: charges grow as models run, so the models
       // loaded together must still fit.
-      if (MakeRoomLocked(device, 0, name, &events)) break;
+      if (MakeRoomLocked(device, 0, name, &events)) {
+        if (!run) break;
+        const Admit admit = AdmitOrWaitLocked(e, options, elements, retry, start, memory_deadline, lock, &place,
+                                              &reserved, &failure, &events);
+        if (admit != Admit::kWait) break;
+        if (!still_there()) {
+          failure = NotFound("model '" + name + "' was removed");
+          break;
+        }
+        continue;
+      }
     } else {
       if (!options.load_on_demand) {
+        LeaveLineLocked(&place);
         return Unavailable("model '" + name + "' is not loaded" + (e.reason.empty() ? "" : " (" + e.reason + ")"));
       }
       if (MakeRoomLocked(device, ChargeOf(e), name, &events)) {
@@ -332,6 +360,17 @@ Result<Lease> ModelPool::AcquireImpl(const std::string& name, const AcquireOptio
                                 " bytes are held by models in flight or pinned");
     break;
   }
+  LeaveLineLocked(&place);
+  if (place.waited) {
+    const double wait_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    Line& line = LineOf(place.device);  // set by the first place taken in a line
+    ++line.waited;
+    line.wait_seconds += wait_ms / 1000;
+    PoolEvent event{PoolEvent::Kind::kWait, name};
+    event.wait_ms = wait_ms;
+    event.admitted = failure.ok();
+    events.push_back(event);
+  }
   if (!failure.ok()) {
     lock.unlock();
     Emit(events);
@@ -343,16 +382,18 @@ Result<Lease> ModelPool::AcquireImpl(const std::string& name, const AcquireOptio
   ++generation_;
   e.last_used = Clock::now();
   Lease lease(this, name, e.session, options.keep_alive_ms);
-  // Measuring costs three reads of /proc (~40 us here): the first calls of a
-  // model are measured, then one call in 16, so charges keep up as it runs.
-  const bool measure = e.calls < 8 || e.calls % 16 == 0;
-  ++e.calls;
-  if (measure && in_flight_ == 1 && e.device == "cpu") {
-    // Alone in the process: this call's RSS peak is its model's own.
-    lease.measure_generation_ = generation_;
-    ResetPeakRss();
-    lease.rss_at_start_ = ReadRssBytes();
+  if (run) {
+    lease.device_ = e.device;
+    lease.reserved_ = reserved.bytes;
+    lease.arena_reserved_ = reserved.arena_bytes;
+    lease.arena_predicted_ = reserved.arena_predicted;
+    lease.alone_ = reserved.alone;
+    lease.run_elements_ = elements;
+    lease.retry_ = retry;
+    lease.predicted_ = reserved.predicted;
   }
+  StartMeasuringLocked(e, lease);
+  ++e.calls;
   lock.unlock();
   Emit(events);
   return lease;
@@ -363,17 +404,14 @@ void ModelPool::Release(Lease& lease) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     --in_flight_;
+    ReturnReservationLocked(lease);
     auto it = entries_.find(lease.name_);
     if (it != entries_.end()) {
       Entry& e = *it->second;
       --e.in_flight;
       e.last_used = Clock::now();
       const bool same_session = e.session == lease.session_;
-      if (same_session && lease.measure_generation_ && lease.measure_generation_ == generation_) {
-        e.transient_bytes = std::max(e.transient_bytes, ReadPeakRssBytes() - lease.rss_at_start_);
-      } else if (same_session && e.device != "cpu") {
-        for (const ArenaStats& a : e.session->ReadOwnArenas()) e.transient_bytes = std::max(e.transient_bytes, a.peak_in_use);
-      }
+      if (same_session) FinishMeasuringLocked(e, lease);
       // A charge that grew may no longer fit beside the others: evict idle ones now.
       if (same_session && e.state == PoolState::kReady) (void)MakeRoomLocked(e.device, 0, e.spec.name, &events);
       if (lease.lifecycle_) {
@@ -394,9 +432,15 @@ void ModelPool::Release(Lease& lease) {
 
 Status ModelPool::RunWithRecovery(const std::string& name, const AcquireOptions& options,
                                   const std::function<Status(const std::shared_ptr<Session>&)>& body) {
+  const bool admitted = options_.admit_by_memory && options.run_elements.has_value();
   Status status;
+  uint64_t retry_ticket = 0;
+  std::string retry_device;
   for (int attempt = 0; attempt < 2; ++attempt) {
-    Result<Lease> lease = Acquire(name, options);
+    // With admission, the retry waits at the head of the line until the runs in flight have
+    // drained, then runs alone and is measured: runs that failed together retry one by one.
+    Result<Lease> lease =
+        AcquireImpl(name, options, /*on_demand=*/true, /*retry=*/admitted && attempt == 1, retry_ticket, retry_device);
     if (!lease.ok()) return lease.status();
     status = body(lease->session());
     if (status.code() != StatusCode::kResourceExhausted || attempt == 1) return status;
@@ -410,14 +454,37 @@ Status ModelPool::RunWithRecovery(const std::string& name, const AcquireOptions&
         const bool idle = e->state == PoolState::kReady && e->in_flight == 0 && !e->spec.pinned;
         if (broken || (idle && other_name != name)) EvictLocked(*e, EvictReason::kOutOfMemory, &events);
       }
+      if (Entry* e = FindLocked(name)) ++e->out_of_memory;
+      if (admitted && !lease->device_.empty()) {
+        // Its place at the head of the line is taken before its reservation comes back, so that
+        // no run waiting meanwhile gets in first.
+        retry_ticket = ++next_ticket_;
+        retry_device = lease->device_;
+        LineOf(retry_device).Enqueue(retry_ticket, /*retry=*/true, name);
+      }
     }
     Emit(events);
-    detail::LogWarning("model '" + name + "' ran out of memory; evicted idle models and retrying once");
+    detail::LogWarning("model '" + name + "' ran out of memory; evicted idle models and retrying once" +
+                       (admitted ? std::string(", alone, after the runs in flight") : std::string()));
     // The lease goes here, before the retry.
     { Lease done = std::move(lease).value(); }
     (void)runtime_.Trim();
   }
   return status;
+}
+
+Result<std::vector<NamedTensor>> ModelPool::Run(const std::string& name, const std::vector<NamedTensor>& inputs,
+                                                const RunFlags& flags, AcquireOptions options) {
+  options.run_elements = InputElements(inputs);
+  std::vector<NamedTensor> outputs;
+  Status status = RunWithRecovery(name, options, [&](const std::shared_ptr<Session>& session) {
+    auto result = session->Run(inputs, flags);
+    if (!result.ok()) return result.status();
+    outputs = std::move(result).value();
+    return Status::Ok();
+  });
+  if (!status.ok()) return status;
+  return outputs;
 }
 
 Status ModelPool::Load(const std::string& name) {
@@ -506,9 +573,7 @@ std::vector<ModelStatus> ModelPool::Snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<ModelStatus> out;
   for (const auto& [name, e] : entries_) {
-    if (e->removed) continue;
-    out.push_back({name, e->state, DeviceOf(*e), e->reason, ChargeOf(*e), e->load_bytes, e->transient_bytes,
-                   e->in_flight, e->spec.pinned, e->loads});
+    if (!e->removed) out.push_back(StatusLocked(name, *e));
   }
   return out;
 }
@@ -517,9 +582,7 @@ Result<ModelStatus> ModelPool::StatusOf(const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
   const Entry* found = FindLocked(name);
   if (!found) return NotFound("unknown model '" + name + "'");
-  const Entry& e = *found;
-  return ModelStatus{name, e.state, DeviceOf(e), e.reason, ChargeOf(e), e.load_bytes, e.transient_bytes,
-                     e.in_flight, e.spec.pinned, e.loads};
+  return StatusLocked(name, *found);
 }
 
 Result<ModelSignature> ModelPool::SignatureOf(const std::string& name) const {

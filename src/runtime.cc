@@ -157,6 +157,12 @@ Status Runtime::Trim() {
   return Status::Ok();
 }
 
+std::optional<ArenaStats> Runtime::ReadSharedArena() const { return ctx_->ReadSharedArena(); }
+
+int64_t Runtime::shared_arena_cap() const {
+  return ctx_->shared_cpu_gate() ? static_cast<int64_t>(ctx_->shared_cap()) : 0;
+}
+
 MemoryReading Runtime::ReadMemory() const {
   MemoryReading reading;
   if (auto shared = ctx_->ReadSharedArena()) reading.arenas.push_back(*shared);

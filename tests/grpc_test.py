@@ -636,6 +636,15 @@ def wait_until_running(s):
     raise AssertionError("no inference started")
 
 
+def wait_until_reserved(s, at_least):
+    series = 'ebb_memory_reserved_bytes{against="arena",device="cpu"}'
+    for _ in range(2000):
+        if s.metric(series) >= at_least:
+            return
+        time.sleep(0.01)
+    raise AssertionError("no run reserved %d bytes" % at_least)
+
+
 def test_a_full_queue_is_unavailable_as_in_triton(repository):
     # Triton answers a full queue with UNAVAILABLE ("Exceeds maximum queue size"), as HTTP 503;
     # RESOURCE_EXHAUSTED is ebb's memory budget (and gRPC's own message size limit).
@@ -1027,3 +1036,52 @@ def test_every_other_rpc_bounds_its_message_before_parsing_it(server):
     stub = server.stub()
     assert stub.ModelMetadata(pb.ModelMetadataRequest(name="mixed")).name == "mixed"
     assert stub.ServerLive(pb.ServerLiveRequest()).live
+
+
+@pytest.mark.skipif(not RSS_BOUNDS_HOLD, reason="a run's need is measured from RSS and the arena's peak, which a "
+                    "sanitizer's allocator and timing change (the pool's and the server's admission tests skip there too)")
+def test_admission_by_memory_over_grpc(repository):
+    # The shared arena capped at 900 MiB: a 2560x2560 convnet run (800 MiB of arena, predicted from a
+    # 1024x1024 one's 128 MiB) fills it for a second or more, and a 1024x1024 request waits beside it.
+    policy = os.path.join(os.path.dirname(repository), "cap_900mib.json")
+    with open(policy, "w") as f:
+        json.dump({"cpu": {"arena_settings": {"max_bytes": 900 << 20}}}, f)
+    s = Server(repository, "--policy", policy, "--workers", "2", "--no-load")
+    try:
+        stub = s.stub()
+        # Two sizes measured alone: the line through them bounds a larger request's need.
+        assert stub.ModelInfer(big_convnet_request(512)).model_name == "convnet"
+        assert stub.ModelInfer(big_convnet_request(1024)).model_name == "convnet"
+        # Needing more than the cap: RESOURCE_EXHAUSTED at once, with the numbers.
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelInfer(big_convnet_request(3072))
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "a run of 28311552 input elements needs at least" in e.value.details()
+        assert "the shared CPU arena's cap of 900.0 MiB (943718400 bytes)" in e.value.details()
+        big = {}
+        t = threading.Thread(target=lambda: big.update(r=stub.ModelInfer(big_convnet_request(2560))))
+        t.start()
+        # Its reservation held, not only its call started: the 78 MB request is decoded after the
+        # worker admits it, and a smaller one sent meanwhile could reach the pool first.
+        wait_until_reserved(s, 500 << 20)
+        # A client whose deadline passes while its request waits for memory: the server sees the call
+        # cancelled (ServerContext::IsCancelled) and its run leaves the line.
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelInfer(big_convnet_request(1024), timeout=0.5)
+        assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        deadline = time.time() + 10
+        while s.metric('ebb_runs_waiting_for_memory{device="cpu"}') != 0:
+            assert time.time() < deadline, "the cancelled call kept its place"
+            time.sleep(0.01)
+        while s.metric('ebb_inference_failures_total{code="cancelled",model="convnet"}') != 1:
+            assert time.time() < deadline, "the cancelled call was not counted"
+            time.sleep(0.01)
+        t.join()
+        assert list(big["r"].outputs[0].shape) == [1, 3, 2560, 2560]
+        stats = stub.ModelStatistics(pb.ModelStatisticsRequest(name="convnet")).model_stats[0].ebb
+        # 2560x2560 too, once it was alone.
+        assert [p.input_elements for p in stats.need_points][:2] == [3 * 512 * 512, 3 * 1024 * 1024]
+        assert [p.input_elements for p in stats.arena_need_points][:2] == [3 * 512 * 512, 3 * 1024 * 1024]
+        assert stats.predicted_arena_need_bytes >= 800 << 20 and stats.reserved_bytes == 0
+    finally:
+        assert s.stop(signal.SIGINT) == 0

@@ -1,9 +1,14 @@
 // The memory budget on real models and real memory: three variants of the
 // convnet (distinct bytes, so distinct sessions), charges measured from the
-// process RSS, a budget that holds two of them.
+// process RSS, a budget that holds two of them. The budget tests run with
+// admission by memory off, where a charge holds a model's transient peak (the
+// convnet's charge is nearly all transient); with it on, runs reserve that
+// peak while they run, tested by AdmissionTest below.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -82,9 +87,15 @@ class ModelPoolTest : public ::testing::Test {
     events_.clear();
   }
 
-  // The largest charge of the three, measured with an unbounded pool.
+  // `options` with admission by memory off: charges hold one transient peak, as before it.
+  static PoolOptions Charged(PoolOptions options) {
+    options.admit_by_memory = false;
+    return options;
+  }
+
+  // The largest charge of the three (admission off), measured with an unbounded pool.
   int64_t MeasureCharge() {
-    MakePool({.cpu_budget_bytes = int64_t{1} << 40});
+    MakePool(Charged({.cpu_budget_bytes = int64_t{1} << 40}));
     int64_t charge = 0;
     for (const char* n : kNames) {
       EXPECT_TRUE(Use(n).ok());
@@ -111,14 +122,20 @@ TEST_F(ModelPoolTest, ChargesAreMeasuredFromLoadsAndOperations) {
   ModelStatus s = *pool_->StatusOf("a");
   EXPECT_GT(s.transient_bytes, 32 * kMiB) << "a 512x512 run holds 16-channel activations of 16 MiB";
   EXPECT_LT(s.transient_bytes, 512 * kMiB);
-  EXPECT_EQ(s.charge_bytes, std::max(s.load_bytes + s.transient_bytes, file));
+  EXPECT_EQ(s.charge_bytes, std::max(s.load_bytes, file)) << "admission by memory: the charge is the idle cost";
+  EXPECT_EQ(pool_->used("cpu"), s.charge_bytes);
+
+  MakePool(Charged({.cpu_budget_bytes = int64_t{1} << 40}));
+  ASSERT_TRUE(Use("a").ok());
+  s = *pool_->StatusOf("a");
+  EXPECT_EQ(s.charge_bytes, std::max(s.load_bytes + s.transient_bytes, file)) << "admission off: + one peak";
   EXPECT_EQ(pool_->used("cpu"), s.charge_bytes);
 }
 
 TEST_F(ModelPoolTest, BudgetForTwoOfThreeEvictsTheLeastRecentlyUsedIdleModel) {
   const int64_t charge = MeasureCharge();
   const int64_t budget = charge * 5 / 2;
-  MakePool({.cpu_budget_bytes = budget});
+  MakePool(Charged({.cpu_budget_bytes = budget}));
   for (int round = 0; round < 3; ++round) {
     for (const char* n : kNames) {
       ASSERT_TRUE(Use(n).ok()) << n;
@@ -140,7 +157,7 @@ TEST_F(ModelPoolTest, BudgetForTwoOfThreeEvictsTheLeastRecentlyUsedIdleModel) {
 
 TEST_F(ModelPoolTest, AModelInFlightIsNeverEvicted) {
   const int64_t charge = MeasureCharge();
-  MakePool({.cpu_budget_bytes = charge * 5 / 2});
+  MakePool(Charged({.cpu_budget_bytes = charge * 5 / 2}));
   WarmUp();
   ASSERT_TRUE(Use("b").ok());
   ASSERT_TRUE(Use("c").ok());
@@ -155,7 +172,7 @@ TEST_F(ModelPoolTest, AModelInFlightIsNeverEvicted) {
 TEST_F(ModelPoolTest, PinnedModelsStay) {
   const int64_t charge = MeasureCharge();
   pinned_[0] = true;
-  MakePool({.cpu_budget_bytes = charge * 5 / 2});
+  MakePool(Charged({.cpu_budget_bytes = charge * 5 / 2}));
   for (int round = 0; round < 2; ++round) {
     for (const char* n : kNames) ASSERT_TRUE(Use(n).ok());
   }
@@ -166,7 +183,7 @@ TEST_F(ModelPoolTest, PinnedModelsStay) {
 
 TEST_F(ModelPoolTest, WhenNothingIdleCanGoTheCallerGetsAClearError) {
   const int64_t charge = MeasureCharge();
-  MakePool({.cpu_budget_bytes = charge * 3 / 2});
+  MakePool(Charged({.cpu_budget_bytes = charge * 3 / 2}));
   WarmUp();
   auto a = pool_->Acquire("a");
   ASSERT_TRUE(a.ok());
@@ -179,7 +196,7 @@ TEST_F(ModelPoolTest, WhenNothingIdleCanGoTheCallerGetsAClearError) {
 TEST_F(ModelPoolTest, AModelMeasuredLargerThanTheWholeBudgetIsUnloadedWithAClearError) {
   // Its file fits (the only charge known before a load); its first 512x512 run measures more
   // than 32 MiB of transient memory, so it is then charged more than the whole budget.
-  MakePool({.cpu_budget_bytes = 16 * kMiB});
+  MakePool(Charged({.cpu_budget_bytes = 16 * kMiB}));
   ASSERT_TRUE(Use("a").ok()) << "the first call runs: the charge is measured as it runs";
   ASSERT_GT(pool_->StatusOf("a")->charge_bytes, 16 * kMiB);
   auto again = pool_->Acquire("a");
@@ -201,7 +218,7 @@ TEST_F(ModelPoolTest, AModelMeasuredLargerThanTheWholeBudgetIsUnloadedWithAClear
 
 TEST_F(ModelPoolTest, WaitingForCapacityGetsTheModelOnceTheCallInFlightEnds) {
   const int64_t charge = MeasureCharge();
-  MakePool({.cpu_budget_bytes = charge * 3 / 2, .wait_for_capacity = std::chrono::seconds(20)});
+  MakePool(Charged({.cpu_budget_bytes = charge * 3 / 2, .wait_for_capacity = std::chrono::seconds(20)}));
   WarmUp();
   auto a = pool_->Acquire("a");
   ASSERT_TRUE(a.ok());
@@ -382,7 +399,13 @@ TEST(PoolRaceTest, AStormOfConcurrentCallsLeavesAWorkingPool) {
         const std::string& name = names[which];
         switch ((seed >> 16) % 8) {
           case 0: case 1: case 2: {
-            auto lease = pool.Acquire(name);
+            // Half of them runs admitted by memory (a reservation, a place in line, a deadline).
+            AcquireOptions run;
+            if (seed & 1) {
+              run.run_elements = 64;
+              run.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+            }
+            auto lease = pool.Acquire(name, run);
             if (lease.ok()) {
               std::vector<NamedTensor> in;
               in.push_back({"x", Tensor::FromFloats({1, 64}, std::vector<float>(64, 1.0f))});
@@ -406,6 +429,11 @@ TEST(PoolRaceTest, AStormOfConcurrentCallsLeavesAWorkingPool) {
     auto lease = pool.Acquire(names[i]);
     EXPECT_TRUE(lease.ok()) << names[i] << ": " << lease.status().ToString();
   }
+  const DeviceAdmission cpu = pool.Admission().front();
+  EXPECT_EQ(cpu.reserved_bytes, 0) << "every reservation came back";
+  EXPECT_EQ(cpu.runs, 0);
+  EXPECT_EQ(cpu.waiting, 0);
+  EXPECT_FALSE(cpu.alone);
   for (const auto& p : paths) fs::remove(p);
 }
 
@@ -476,6 +504,370 @@ TEST(PoolRecoveryTest, ARealOutOfMemoryIsRecoveredByEvictingTrimmingAndRetryingO
   Status too_big = pool.RunWithRecovery("a", {}, run(2048));
   EXPECT_EQ(too_big.code(), StatusCode::kResourceExhausted) << too_big.ToString();
   for (const auto& p : paths) fs::remove(p);
+}
+
+}  // namespace
+}  // namespace ebb
+
+// ---------------------------------------------------------------------------
+// Admission by memory, on the real ONNX Runtime and a real capped arena: the
+// convnet at 1024x1024 needs 128 MiB of arena (its 16-channel activations,
+// 64 MiB each) and ~133 MiB of RSS with its output; a 320 MiB cap fits two
+// such runs, not four (plain ORT: two of four fail, the retry too).
+
+namespace ebb {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using testing::ImageInput;
+using testing::kMiB;
+
+int64_t Elements(int64_t side) { return 3 * side * side; }
+
+class AdmissionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!testing::kRssBoundsHold) GTEST_SKIP() << "needs are measured from RSS: " << testing::kNoRssBounds;
+  }
+  void TearDown() override {
+    pool_.reset();
+    runtime_.reset();
+    for (const auto& p : paths_) fs::remove(p);
+  }
+  void Start(int64_t cap, PoolOptions options = {}) {
+    MemoryPolicy policy;
+    policy.cpu.arena_settings.max_bytes = static_cast<size_t>(cap);
+    auto rt = Runtime::Create(policy);
+    ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+    runtime_ = std::move(rt).value();
+    pool_ = std::make_unique<ModelPool>(*runtime_, options, [this](const PoolEvent& e) {
+      std::lock_guard<std::mutex> lock(mu_);
+      events_.push_back(e);
+    });
+    paths_ = MakeVariants(1);
+    pool_->Add({"m", paths_[0], {.device = DeviceRequest::Cpu()}, false, std::nullopt});
+  }
+  // A run lease of `side` x `side`, waiting at most `wait`.
+  Result<Lease> Hold(int64_t side, std::chrono::milliseconds wait = std::chrono::seconds(30),
+                     std::function<bool()> cancelled = {}) {
+    return pool_->Acquire("m", {.run_elements = Elements(side), .deadline = Clock::now() + wait,
+                                .cancelled = std::move(cancelled)});
+  }
+  DeviceAdmission Cpu() { return pool_->Admission().front(); }
+
+  std::unique_ptr<Runtime> runtime_;
+  std::unique_ptr<ModelPool> pool_;
+  std::vector<std::string> paths_;
+  std::mutex mu_;
+  std::vector<PoolEvent> events_;
+};
+
+TEST_F(AdmissionTest, FourConcurrentRunsThatEachFitAloneAllSucceedUnderTheCap) {
+  constexpr int64_t kCap = 320 * kMiB;
+  Start(kCap);
+  const std::vector<NamedTensor> input = ImageInput(1024, 1024);
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> peak_reserved{0}, peak_reservations{0}, over_limit{0};
+  std::thread sampler([&] {
+    while (!stop) {
+      if (auto a = runtime_->ReadSharedArena()) peak_reserved = std::max<int64_t>(peak_reserved, a->reserved);
+      const DeviceAdmission d = Cpu();
+      peak_reservations = std::max<int64_t>(peak_reservations, d.arena_reserved_bytes);
+      if (d.memory_limit_bytes >= 0 && d.reserved_bytes > d.memory_limit_bytes) ++over_limit;
+      if (d.arena_reserved_bytes > d.arena_cap_bytes) ++over_limit;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
+  std::vector<Status> results(4);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 4; ++i) {
+    clients.emplace_back([&, i] { results[static_cast<size_t>(i)] = pool_->Run("m", input).status(); });
+  }
+  for (std::thread& t : clients) t.join();
+  stop = true;
+  sampler.join();
+  for (const Status& st : results) EXPECT_TRUE(st.ok()) << st.ToString();
+  const ModelStatus s = *pool_->StatusOf("m");
+  EXPECT_EQ(s.out_of_memory, 0u) << "no run needed the recovery";
+  ASSERT_EQ(s.need_points.size(), 1u) << "the first run ran alone and was measured";
+  EXPECT_EQ(s.need_points[0].input_elements, Elements(1024));
+  EXPECT_GE(s.need_points[0].bytes, 128 * kMiB) << "at least its arena peak";
+  EXPECT_LE(s.need_points[0].bytes, 200 * kMiB);
+  // What the latest run reserved: the prediction then (a last run alone may have been measured after it).
+  EXPECT_GE(s.last_need_bytes, 128 * kMiB);
+  EXPECT_LE(s.last_need_bytes, s.need_points[0].bytes);
+  EXPECT_LE(peak_reserved.load(), kCap);
+  EXPECT_LE(peak_reservations.load(), kCap);
+  EXPECT_GT(peak_reservations.load(), 0);
+  EXPECT_EQ(over_limit.load(), 0) << "reservations never exceeded what the device had";
+  const DeviceAdmission d = Cpu();
+  EXPECT_EQ(d.admitted, 4u);
+  EXPECT_GE(d.waited, 2u) << "the first ran alone; at most two fit at once";
+  EXPECT_EQ(d.reserved_bytes, 0);
+  EXPECT_EQ(d.runs, 0);
+  EXPECT_EQ(d.arena_cap_bytes, kCap);
+  EXPECT_GT(d.memory_limit_bytes, kCap) << "the budget is not the tighter limit on this machine";
+  ASSERT_EQ(s.arena_need_points.size(), 1u) << "the first run raised the arena's peak";
+  EXPECT_GE(s.arena_need_points[0].bytes, 128 * kMiB);
+  EXPECT_LE(s.arena_need_points[0].bytes, s.need_points[0].bytes);
+  EXPECT_LE(s.last_arena_need_bytes, s.arena_need_points[0].bytes);
+  EXPECT_GE(s.last_arena_need_bytes, 128 * kMiB);
+  std::lock_guard<std::mutex> lock(mu_);
+  int waits = 0;
+  for (const PoolEvent& e : events_) waits += e.kind == PoolEvent::Kind::kWait && e.admitted && e.wait_ms > 0;
+  EXPECT_EQ(static_cast<uint64_t>(waits), d.waited);
+}
+
+TEST_F(AdmissionTest, ARunPredictedLargerThanTheCapFailsAtOnceWithTheNumbers) {
+  constexpr int64_t kCap = 320 * kMiB;
+  Start(kCap);
+  // Two sizes measured (each raised the arena's peak): the line through them bounds a larger run's need.
+  ASSERT_TRUE(pool_->Run("m", ImageInput(256, 256)).ok());
+  ASSERT_TRUE(pool_->Run("m", ImageInput(512, 512)).ok());
+  ASSERT_EQ(pool_->StatusOf("m")->arena_need_points.size(), 2u);
+  const uint64_t runs = pool_->Acquire("m")->session()->run_count();
+  auto predicted = pool_->PredictNeed("m", Elements(4096));
+  ASSERT_TRUE(predicted.ok() && predicted->has_value());
+  const int64_t arena = (*predicted)->arena_at_least;
+  EXPECT_GT(arena, 1900 * kMiB) << "64 times a 512x512 run's 32 MiB, along the line";
+  EXPECT_GE((*predicted)->arena_bytes, arena);
+  const auto input = ImageInput(4096, 4096);  // made before the clock starts: 200 MB of noise takes a while
+  const auto start = Clock::now();
+  auto big = pool_->Run("m", input);
+  const auto took = Clock::now() - start;
+  ASSERT_EQ(big.status().code(), StatusCode::kResourceExhausted) << big.status().ToString();
+  const std::string& message = big.status().message();
+  EXPECT_NE(message.find("a run of " + std::to_string(Elements(4096)) + " input elements needs at least"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find(std::to_string(arena) + " bytes) of arena"), std::string::npos) << message;
+  EXPECT_NE(message.find("shared CPU arena's cap of 320.0 MiB (" + std::to_string(kCap) + " bytes)"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("cannot run even alone"), std::string::npos) << message;
+  EXPECT_LT(took, std::chrono::seconds(1)) << "at once, without running";
+  EXPECT_EQ(pool_->Acquire("m")->session()->run_count(), runs) << "nothing ran";
+  EXPECT_EQ(pool_->StatusOf("m")->out_of_memory, 0u);
+  EXPECT_EQ(Cpu().refused, 1u);
+  EXPECT_TRUE(pool_->Run("m", ImageInput(512, 512)).ok()) << "smaller runs still run";
+}
+
+TEST_F(AdmissionTest, AWaitingRunHonoursItsDeadlineAndACallerThatLeftFreesItsPlace) {
+  Start(160 * kMiB);  // one 1024x1024 run at a time
+  ASSERT_TRUE(pool_->Run("m", ImageInput(1024, 1024)).ok());  // measured alone
+  auto held = Hold(1024);
+  ASSERT_TRUE(held.ok());
+  EXPECT_GT(Cpu().reserved_bytes, 128 * kMiB);
+
+  const auto start = Clock::now();
+  auto late = Hold(1024, std::chrono::milliseconds(300));
+  const auto waited = Clock::now() - start;
+  ASSERT_EQ(late.status().code(), StatusCode::kUnavailable) << late.status().ToString();
+  EXPECT_NE(late.status().message().find("waited"), std::string::npos) << late.status().message();
+  EXPECT_NE(late.status().message().find("for memory"), std::string::npos) << late.status().message();
+  EXPECT_GE(waited, std::chrono::milliseconds(300));
+  EXPECT_LT(waited, std::chrono::seconds(5)) << "never a hang";
+
+  // First in line a caller that will leave, behind it one that stays.
+  std::atomic<bool> gone{false};
+  Status first, second;
+  std::atomic<bool> second_in{false};
+  std::thread leaving([&] { first = Hold(1024, std::chrono::seconds(30), [&] { return gone.load(); }).status(); });
+  while (Cpu().waiting < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::thread staying([&] {
+    auto lease = Hold(1024);
+    second = lease.status();
+    second_in = true;
+  });
+  while (Cpu().waiting < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(pool_->StatusOf("m")->waiting_for_memory, 2);
+  gone = true;
+  leaving.join();
+  EXPECT_EQ(first.code(), StatusCode::kCancelled) << first.ToString();
+  EXPECT_EQ(Cpu().waiting, 1) << "the caller that left is out of the line";
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(second_in) << "the memory is still held";
+  { Lease done = std::move(held).value(); }
+  staying.join();
+  EXPECT_TRUE(second.ok()) << second.ToString();
+  const DeviceAdmission d = Cpu();
+  EXPECT_EQ(d.timed_out, 1u);
+  EXPECT_EQ(d.cancelled, 1u);
+  EXPECT_EQ(d.waiting, 0);
+  EXPECT_EQ(d.reserved_bytes, 0);
+}
+
+TEST_F(AdmissionTest, OutOfMemoryRetriesRunAloneOneByOneAfterTheOthersDrained) {
+  Start(320 * kMiB);
+  ASSERT_TRUE(pool_->Run("m", ImageInput(256, 256)).ok());  // measured alone
+  const int64_t before = (*pool_->PredictNeed("m", Elements(256)))->memory_bytes;
+  auto held = Hold(256);  // a run in flight the retries must wait for
+  ASSERT_TRUE(held.ok());
+  // Four runs that run out of memory together (the first attempt says so), then retry.
+  std::atomic<int> retrying{0}, most_at_once{0}, retried{0};
+  std::atomic<bool> held_out{true};
+  std::atomic<int> retried_while_held{0};
+  std::vector<Status> results(4);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 4; ++i) {
+    clients.emplace_back([&, i] {
+      int attempt = 0;
+      results[static_cast<size_t>(i)] =
+          pool_->RunWithRecovery("m", {.run_elements = Elements(256)}, [&](const std::shared_ptr<Session>& s) {
+            if (attempt++ == 0) {
+              std::this_thread::sleep_for(std::chrono::milliseconds(50));
+              return Status(ResourceExhausted("out of memory (a prediction that was low)"));
+            }
+            if (held_out) ++retried_while_held;
+            most_at_once = std::max(most_at_once.load(), ++retrying);
+            Status st = s->Run(ImageInput(256, 256)).status();
+            --retrying;
+            ++retried;
+            return st;
+          });
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(retried.load(), 0) << "no retry while a run is in flight";
+  held_out = false;
+  { Lease done = std::move(held).value(); }
+  for (std::thread& t : clients) t.join();
+  for (const Status& st : results) EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(retried.load(), 4);
+  EXPECT_EQ(retried_while_held.load(), 0);
+  EXPECT_EQ(most_at_once.load(), 1) << "the retries ran one at a time, each alone";
+  const ModelStatus s = *pool_->StatusOf("m");
+  EXPECT_EQ(s.out_of_memory, 4u);
+  EXPECT_GE((*pool_->PredictNeed("m", Elements(256)))->memory_bytes, before) << "raised to what was seen, never lowered";
+}
+
+TEST_F(AdmissionTest, AModelsFirstRunRunsAloneToBeMeasured) {
+  Start(1024 * kMiB);
+  EXPECT_FALSE(pool_->PredictNeed("m", Elements(512))->has_value());
+  auto first = Hold(512);
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(Cpu().alone) << "no measurement: it holds the device alone";
+  std::atomic<bool> second_in{false};
+  std::thread second([&] {
+    auto lease = Hold(512);
+    EXPECT_TRUE(lease.ok());
+    second_in = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  EXPECT_FALSE(second_in) << "the second waits for the first, however much memory is free";
+  ASSERT_TRUE(first->session()->Run(ImageInput(512, 512)).ok());
+  { Lease done = std::move(first).value(); }
+  second.join();
+  EXPECT_TRUE(second_in);
+  auto predicted = pool_->PredictNeed("m", Elements(512));
+  ASSERT_TRUE(predicted->has_value());
+  EXPECT_GE((*predicted)->arena_bytes, 32 * kMiB) << "two 16 MiB activations at least";
+  EXPECT_GE((*predicted)->memory_bytes, (*predicted)->arena_bytes);
+  EXPECT_FALSE(Cpu().alone);
+}
+
+// When idle models' charges are what keeps a run out, they are evicted (least recently used
+// first); runs in flight are waited for instead.
+TEST(AdmissionBudgetTest, IdleModelsAreEvictedToMakeRoomForARunsReservation) {
+  if (!testing::kRssBoundsHold) GTEST_SKIP() << testing::kNoRssBounds;
+  auto rt = Runtime::Create();
+  ASSERT_TRUE(rt.ok());
+  std::vector<std::string> paths = MakeVariants(1);
+  const std::string weights = std::string(EBB_GENERATED_MODELS_DIR) + "/conv_10mb/model.onnx";
+  for (int i = 0; i < 2; ++i) {
+    paths.push_back(::testing::TempDir() + "/ebb_idle_" + std::to_string(getpid()) + "_" + std::to_string(i) + ".onnx");
+    testing::WriteModelVariant(weights, paths.back(), "idle " + std::to_string(i));
+  }
+  auto add = [&](ModelPool& pool) {
+    pool.Add({"run", paths[0], {.device = DeviceRequest::Cpu()}, false, std::nullopt});
+    pool.Add({"idle0", paths[1], {.device = DeviceRequest::Cpu()}, false, std::nullopt});
+    pool.Add({"idle1", paths[2], {.device = DeviceRequest::Cpu()}, false, std::nullopt});
+  };
+  int64_t need = 0, idle = 0;
+  {
+    ModelPool measure(**rt, {.cpu_budget_bytes = int64_t{1} << 40});
+    add(measure);
+    ASSERT_TRUE(measure.Run("run", ImageInput(512, 512)).ok());
+    need = (*measure.PredictNeed("run", Elements(512)))->memory_bytes;
+    ASSERT_TRUE(measure.Load("idle0").ok());
+    idle = measure.StatusOf("idle0")->charge_bytes;
+  }
+  ASSERT_GT(idle, 9 * kMiB) << "10 MB of weights";
+  // Room for the run and one idle model beside it, not two.
+  const int64_t budget = need + idle * 3 / 2;
+  std::vector<PoolEvent> events;
+  std::mutex mu;
+  ModelPool pool(**rt, {.cpu_budget_bytes = budget}, [&](const PoolEvent& e) {
+    std::lock_guard<std::mutex> lock(mu);
+    events.push_back(e);
+  });
+  add(pool);
+  ASSERT_TRUE(pool.Run("run", ImageInput(512, 512)).ok());  // measured alone
+  ASSERT_TRUE(pool.Load("idle0").ok());
+  ASSERT_TRUE(pool.Load("idle1").ok());
+  EXPECT_EQ(pool.StatusOf("idle0")->state, PoolState::kReady) << "idle, the three fit the budget";
+  auto st = pool.Run("run", ImageInput(512, 512));
+  EXPECT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_EQ(pool.StatusOf("idle0")->state, PoolState::kUnloaded) << "the least recently used went";
+  EXPECT_EQ(pool.StatusOf("idle1")->state, PoolState::kReady);
+  EXPECT_LE(pool.used("cpu"), budget);
+  std::vector<std::string> evicted;
+  for (const PoolEvent& e : events) {
+    if (e.kind == PoolEvent::Kind::kEvict && e.reason == EvictReason::kBudget) evicted.push_back(e.name);
+  }
+  EXPECT_EQ(evicted, std::vector<std::string>{"idle0"});
+  for (const auto& p : paths) fs::remove(p);
+}
+
+TEST(RunNeedTest, PredictionsAreConservativeUpperBounds) {
+  RunNeed need;
+  EXPECT_FALSE(need.Predict(100).has_value());
+  need.Record(100, 1000);
+  EXPECT_EQ(need.Predict(50), 1000) << "below the smallest size: its need";
+  EXPECT_EQ(need.Predict(100), 1000);
+  EXPECT_EQ(need.Predict(300), 3000) << "above the largest: in proportion";
+  need.Record(400, 2000);
+  EXPECT_EQ(need.Predict(200), 2000) << "between two sizes: the larger need";
+  EXPECT_EQ(need.Predict(800), 4000);
+  need.Record(400, 1500);
+  EXPECT_EQ(need.Predict(400), 2000) << "the largest seen at a size is kept";
+  need.Record(200, 2500);  // noise: more at a smaller size
+  EXPECT_EQ(need.Predict(300), 2500) << "the larger of the two neighbours";
+  EXPECT_TRUE(need.Measured(200));
+  EXPECT_FALSE(need.Measured(300));
+  EXPECT_EQ(need.Predict(int64_t{1} << 62), std::numeric_limits<int64_t>::max()) << "saturates";
+  EXPECT_EQ(need.AtLeast(150), 1000) << "a larger input never needs less";
+  EXPECT_EQ(need.AtLeast(50), 0) << "below every size measured, nothing is known";
+  EXPECT_EQ(need.AtLeast(400), 2500);
+
+  // One tiny measurement: a fixed overhead, which a prediction scales in proportion, and a lower
+  // bound does not (ModelPool runs such a run alone instead of refusing it).
+  RunNeed tiny;
+  tiny.Record(11, 1 << 20);
+  EXPECT_GT(*tiny.Predict(16 << 20), int64_t{1} << 40);
+  EXPECT_EQ(tiny.AtLeast(16 << 20), 1 << 20);
+  // Two: along the line through them (the memory of a convolution: linear in its input).
+  RunNeed line;
+  line.Record(1000, 10000);
+  line.Record(2000, 18000);
+  EXPECT_EQ(line.AtLeast(4000), 34000);
+  EXPECT_EQ(*line.Predict(4000), 36000) << "the prediction, in proportion to the largest: above the line";
+  // A line steeper than the proportion (the smaller size measured low): the prediction follows the line.
+  RunNeed steep;
+  steep.Record(1000, 1000);
+  steep.Record(2000, 18000);
+  EXPECT_EQ(steep.AtLeast(4000), 52000);
+  EXPECT_EQ(*steep.Predict(4000), 52000) << "never below the lower bound";
+  RunNeed noisy;  // more at the smallest size than at the next: the prediction stays above both bounds
+  noisy.Record(100, 3000);
+  noisy.Record(200, 1000);
+  noisy.Record(400, 2000);
+  EXPECT_EQ(noisy.AtLeast(350), 3000);
+  EXPECT_EQ(*noisy.Predict(350), 3000);
+  RunNeed many;
+  for (int64_t i = 1; i <= 100; ++i) many.Record(i * 10, i * 100);
+  EXPECT_LE(many.points().size(), RunNeed::kMaxPoints);
+  for (int64_t i = 1; i <= 100; ++i) EXPECT_GE(*many.Predict(i * 10), i * 100) << "merged, still an upper bound";
 }
 
 }  // namespace

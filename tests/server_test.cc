@@ -511,7 +511,9 @@ TEST(ServerBudgetTest, ModelsSwitchWithinTheBudgetAndTheIndexShowsStatesAndCharg
   int64_t charge = 0;
   {
     testing::ServerProcess unbounded;
-    ASSERT_TRUE(unbounded.Start({"--repository", repo, "--no-load"}));
+    // Admission by memory off: a charge then holds the transient peak, which is nearly all of the
+    // convnet's (with it on, runs reserve it while they run: ServerAdmissionTest).
+    ASSERT_TRUE(unbounded.Start({"--repository", repo, "--no-load", "--no-memory-admission"}));
     httplib::Client c("127.0.0.1", unbounded.port());
     c.set_read_timeout(60, 0);
     for (const char* m : {"a", "b", "c"}) ASSERT_EQ(PostImage(c, m, kSide), 200);
@@ -524,7 +526,8 @@ TEST(ServerBudgetTest, ModelsSwitchWithinTheBudgetAndTheIndexShowsStatesAndCharg
   ASSERT_GT(charge, 50 << 20) << "a 768x768 convnet run needs about 100 MiB";
   const int64_t budget = charge * 5 / 2;
   testing::ServerProcess server;
-  ASSERT_TRUE(server.Start({"--repository", repo, "--no-load", "--memory-budget", std::to_string(budget)}));
+  ASSERT_TRUE(server.Start({"--repository", repo, "--no-load", "--memory-budget", std::to_string(budget),
+                            "--no-memory-admission"}));
   httplib::Client c("127.0.0.1", server.port());
   c.set_read_timeout(60, 0);
   for (int round = 0; round < 3; ++round) {
@@ -774,6 +777,220 @@ TEST(ServerExternalDataTest, NewWeightsAreServedAfterAReloadAndARestartWithTheCa
   fs::remove_all(root);
   fs::remove_all(cache);
   fs::remove(outside);
+}
+
+}  // namespace
+}  // namespace ebb
+
+// ---------------------------------------------------------------------------
+// Admission by memory over the real server (issue 19): the convnet at
+// 1024x1024 needs 128 MiB of arena and ~133 MiB with its output; a shared arena
+// capped at 320 MiB fits two such runs, not four.
+
+namespace ebb {
+namespace {
+
+// A policy file capping the shared CPU arena at `cap` bytes.
+std::string CapPolicy(int64_t cap) {
+  const std::string path = ::testing::TempDir() + "/ebb_cap_" + std::to_string(getpid()) + "_" + std::to_string(cap) + ".json";
+  std::ofstream(path) << R"({"cpu": {"arena_settings": {"max_bytes": )" << cap << "}}}";
+  return path;
+}
+
+httplib::Client LongClient(int port) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(120, 0);
+  return c;
+}
+
+// A raw request on its own socket: sent whole, then the socket is kept (or closed by the caller).
+int SendRaw(int port, const std::string& body) {
+  const size_t json_len = body.find('\n') + 1;
+  const std::string head = "POST /v2/models/convnet/infer HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                           "application/octet-stream\r\nInference-Header-Content-Length: " +
+                           std::to_string(json_len) + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return -1;
+  (void)!write(fd, head.data(), head.size());
+  for (size_t at = 0; at < body.size();) {
+    const ssize_t n = write(fd, body.data() + at, body.size() - at);
+    if (n <= 0) break;
+    at += static_cast<size_t>(n);
+  }
+  return fd;
+}
+
+// Waits until `sample` of /metrics reads `value` (up to 20 s).
+bool WaitForMetric(int port, const std::string& sample, double value) {
+  httplib::Client c("127.0.0.1", port);
+  for (int i = 0; i < 2000; ++i) {
+    if (MetricOf(c, sample) == value) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+// Waits until the big run holds its reservation of the capped arena: not only its call started
+// (a smaller request sent meanwhile could otherwise reach the pool first and run beside it).
+bool WaitForBigReservation(int port) {
+  httplib::Client c("127.0.0.1", port);
+  for (int i = 0; i < 2000; ++i) {
+    if (MetricOf(c, R"(ebb_memory_reserved_bytes{against="arena",device="cpu"})") >= (500 << 20)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+class ServerAdmissionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!testing::kRssBoundsHold) GTEST_SKIP() << "needs are measured from RSS: " << testing::kNoRssBounds;
+    repo_ = MakeRepository();
+  }
+  void TearDown() override {
+    if (!repo_.empty()) RemoveRepository(repo_);
+  }
+  bool Start(int64_t cap, std::vector<std::string> more = {}) {
+    std::vector<std::string> args = {"--repository", repo_, "--policy", CapPolicy(cap)};
+    args.insert(args.end(), more.begin(), more.end());
+    return server_.Start(args);
+  }
+  std::string repo_;
+  testing::ServerProcess server_;
+};
+
+TEST_F(ServerAdmissionTest, FourConcurrentRequestsThatEachFitAloneAllSucceedUnderTheCap) {
+  ASSERT_TRUE(Start(320 << 20));
+  const std::string body = BigConvnetRequest(1024);
+  std::vector<int> status(4);
+  std::vector<std::string> errors(4);
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < 4; ++i) {
+    clients.emplace_back([&, i] {
+      auto res = PostBig(server_.port(), body);
+      status[i] = res ? res->status : -1;
+      if (res && res->status != 200) errors[i] = res->body;
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(status[i], 200) << errors[i];
+  httplib::Client c = LongClient(server_.port());
+  EXPECT_EQ(MetricOf(c, R"(ebb_runs_admitted{device="cpu"})"), 4);
+  EXPECT_GE(MetricOf(c, "ebb_memory_wait_seconds_count"), 2) << "the first ran alone, then at most two at once";
+  EXPECT_EQ(MetricOf(c, R"(ebb_memory_reserved_bytes{against="budget",device="cpu"})"), 0);
+  EXPECT_EQ(MetricOf(c, R"(ebb_memory_reserved_bytes{against="arena",device="cpu"})"), 0);
+  EXPECT_EQ(MetricOf(c, R"(ebb_memory_run_limit_bytes{against="arena",device="cpu"})"), 320 << 20);
+  EXPECT_GT(MetricOf(c, R"(ebb_memory_run_limit_bytes{against="budget",device="cpu"})"), 320 << 20);
+  EXPECT_EQ(MetricOf(c, R"(ebb_runs_waiting_for_memory{device="cpu"})"), 0);
+  EXPECT_GT(MetricOf(c, R"(ebb_model_predicted_need_bytes{model="convnet"})"), 128 << 20);
+  EXPECT_GE(MetricOf(c, R"(ebb_model_predicted_arena_need_bytes{model="convnet"})"), 128 << 20);
+  EXPECT_LT(MetricOf(c, R"(ebb_model_predicted_arena_need_bytes{model="convnet"})"), 140 << 20)
+      << "the arena's own need: the other requests' bodies, decoded meanwhile, do not count in it";
+  EXPECT_LE(MetricOf(c, R"(ebb_arena_peak_in_use_bytes{arena="cpu:shared"})"), 320 << 20);
+  const json stats = json::parse(c.Get("/v2/models/convnet/stats")->body)["model_stats"][0]["ebb"];
+  ASSERT_EQ(stats["need_points"].size(), 1u) << stats.dump();
+  EXPECT_EQ(stats["need_points"][0]["input_elements"], 3 * 1024 * 1024);
+  // The latest request's reservation: the prediction then (a last request alone may be measured after it).
+  EXPECT_LE(stats["predicted_need_bytes"].get<int64_t>(), stats["need_points"][0]["bytes"].get<int64_t>());
+  EXPECT_GE(stats["predicted_need_bytes"].get<int64_t>(), 128 << 20);
+  ASSERT_EQ(stats["arena_need_points"].size(), 1u) << stats.dump();
+  EXPECT_LE(stats["predicted_arena_need_bytes"].get<int64_t>(), stats["arena_need_points"][0]["bytes"].get<int64_t>());
+  EXPECT_EQ(stats["reserved_bytes"], 0);
+  EXPECT_EQ(stats["out_of_memory"], 0);
+  EXPECT_EQ(server_.Stop(), 0);
+}
+
+TEST_F(ServerAdmissionTest, ARequestPredictedLargerThanTheCapFailsAtOnceWithTheNumbers) {
+  ASSERT_TRUE(Start(320 << 20));
+  // Two sizes measured alone: the line through them bounds a larger request's need.
+  ASSERT_EQ(PostBig(server_.port(), BigConvnetRequest(256))->status, 200);
+  ASSERT_EQ(PostBig(server_.port(), BigConvnetRequest(512))->status, 200);
+  const std::string body = BigConvnetRequest(3072);  // made before the clock starts
+  const auto start = std::chrono::steady_clock::now();
+  auto res = PostBig(server_.port(), body);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 503);
+  EXPECT_NE(res->body.find("a run of 28311552 input elements needs at least"), std::string::npos) << res->body;
+  EXPECT_NE(res->body.find("the shared CPU arena's cap of 320.0 MiB (335544320 bytes)"), std::string::npos)
+      << res->body;
+  EXPECT_NE(res->body.find("cannot run even alone"), std::string::npos) << res->body;
+  EXPECT_LT(took, std::chrono::seconds(3)) << "at once (the 113 MB body's transfer and decoding aside)";
+  httplib::Client c = LongClient(server_.port());
+  EXPECT_EQ(MetricOf(c, R"(ebb_runs_refused_memory{device="cpu"})"), 1);
+  EXPECT_EQ(MetricOf(c, R"(ebb_inference_failures_total{code="resource_exhausted",model="convnet"})"), 1);
+  EXPECT_EQ(PostBig(server_.port(), BigConvnetRequest(512))->status, 200) << "and smaller requests still run";
+  EXPECT_EQ(server_.Stop(), 0);
+}
+
+// A 2560x2560 run (800 MiB of arena predicted: 6.25 times a 1024x1024 run's 128 MiB) fills a
+// 900 MiB cap for 1.5 s or more (4 s and more on a busy machine): a 1024x1024 request cannot fit
+// beside it and waits.
+constexpr int kBigSide = 2560;
+constexpr int64_t kBigCap = int64_t{900} << 20;
+
+TEST_F(ServerAdmissionTest, WaitingRequestsHonourTheQueueLimitAndTheDeadline) {
+  ASSERT_TRUE(Start(kBigCap, {"--workers", "2", "--queue", "0", "--queue-timeout-ms", "400"}));
+  ASSERT_EQ(PostBig(server_.port(), BigConvnetRequest(1024))->status, 200);  // measured alone
+  std::thread big([&] { EXPECT_EQ(PostBig(server_.port(), BigConvnetRequest(kBigSide))->status, 200); });
+  ASSERT_TRUE(WaitForBigReservation(server_.port()));
+  const auto start = std::chrono::steady_clock::now();
+  std::atomic<bool> waited_out{false};
+  std::thread waiting([&] {
+    auto res = PostBig(server_.port(), BigConvnetRequest(1024));
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 503) << res->body;
+    EXPECT_NE(res->body.find("waited"), std::string::npos) << res->body;
+    EXPECT_NE(res->body.find("ms for memory"), std::string::npos) << res->body;
+    EXPECT_NE(res->body.find("retry later"), std::string::npos) << res->body;
+    waited_out = true;
+  });
+  ASSERT_TRUE(WaitForMetric(server_.port(), R"(ebb_runs_waiting_for_memory{device="cpu"})", 1));
+  // Both workers are taken (one runs, one waits for memory) and no queue: the next is refused at once.
+  auto busy = PostBig(server_.port(), BigConvnetRequest(16));
+  ASSERT_TRUE(busy);
+  EXPECT_EQ(busy->status, 503);
+  EXPECT_NE(busy->body.find("server busy"), std::string::npos) << busy->body;
+  waiting.join();
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_TRUE(waited_out);
+  EXPECT_GE(took, std::chrono::milliseconds(350));
+  EXPECT_LT(took, std::chrono::seconds(10)) << "never a hang";
+  big.join();
+  EXPECT_EQ(PostBig(server_.port(), BigConvnetRequest(1024))->status, 200) << "the memory came back";
+  httplib::Client c = LongClient(server_.port());
+  EXPECT_EQ(MetricOf(c, R"(ebb_runs_waiting_for_memory{device="cpu"})"), 0);
+  EXPECT_EQ(server_.Stop(), 0);
+}
+
+TEST_F(ServerAdmissionTest, AClientThatDisconnectsWhileWaitingFreesItsPlace) {
+  ASSERT_TRUE(Start(kBigCap, {"--workers", "2"}));
+  ASSERT_EQ(PostBig(server_.port(), BigConvnetRequest(1024))->status, 200);  // measured alone
+  std::thread big([&] { EXPECT_EQ(PostBig(server_.port(), BigConvnetRequest(kBigSide))->status, 200); });
+  ASSERT_TRUE(WaitForBigReservation(server_.port()));
+  const std::string body = BigConvnetRequest(1024);
+  // One waits for memory (the second worker), one for a worker; both clients go away.
+  const int for_memory = SendRaw(server_.port(), body);
+  ASSERT_GE(for_memory, 0);
+  ASSERT_TRUE(WaitForMetric(server_.port(), R"(ebb_runs_waiting_for_memory{device="cpu"})", 1));
+  const int for_worker = SendRaw(server_.port(), body);
+  ASSERT_GE(for_worker, 0);
+  ASSERT_TRUE(WaitForMetric(server_.port(), "ebb_inference_queued", 1));
+  close(for_worker);
+  EXPECT_TRUE(WaitForMetric(server_.port(), "ebb_inference_queued", 0)) << "its place in the worker queue is free";
+  close(for_memory);
+  EXPECT_TRUE(WaitForMetric(server_.port(), R"(ebb_runs_waiting_for_memory{device="cpu"})", 0))
+      << "its place in the memory line is free";
+  httplib::Client c = LongClient(server_.port());
+  EXPECT_EQ(MetricOf(c, R"(ebb_inference_failures_total{code="cancelled",model="convnet"})"), 2);
+  EXPECT_EQ(MetricOf(c, "ebb_inference_running"), 1) << "the big one still runs";
+  big.join();
+  EXPECT_EQ(PostBig(server_.port(), BigConvnetRequest(1024))->status, 200);
+  EXPECT_EQ(server_.Stop(), 0);
 }
 
 }  // namespace

@@ -480,7 +480,8 @@ typedef struct ebb_pool_options_t ebb_pool_options_t;
 typedef struct ebb_pool_event_t ebb_pool_event_t;
 typedef struct ebb_pool_snapshot_t ebb_pool_snapshot_t;
 
-/* ebb::PoolOptions with its defaults; a plain value. */
+/* ebb::PoolOptions with its defaults, but admission by memory off (see
+ * ebb_pool_options_set_memory_admission); a plain value. */
 EBB_EXPORT ebb_pool_options_t* ebb_pool_options_create(void); /* NULL when out of memory */
 EBB_EXPORT void ebb_pool_options_destroy(ebb_pool_options_t* options);
 /* CPU budget: `bytes` (0: `fraction` of physical memory; default 0, 0.75). */
@@ -491,8 +492,15 @@ EBB_EXPORT void ebb_pool_options_set_cuda_budget(ebb_pool_options_t* options, in
 EBB_EXPORT void ebb_pool_options_set_wait_for_capacity_ms(ebb_pool_options_t* options, int64_t ms);
 /* Default keep-alive of models and requests (-1 never unload, the default; 0 unload after each lease). */
 EBB_EXPORT void ebb_pool_options_set_keep_alive_ms(ebb_pool_options_t* options, int64_t ms);
+/* Admission by memory (ebb::PoolOptions::admit_by_memory; ebb/model_pool.h): on, a run given its input
+ * size (ebb_pool_run_admitted) reserves its predicted need before it starts and waits, in arrival
+ * order, up to `wait_ms` (0: the pool's default, a minute) for runs in flight to return theirs; a
+ * model's charge is then what it holds loaded. Off (the C API's default, because
+ * ebb_pool_run_with_recovery and ebb_pool_acquire carry no input size): a charge also holds the
+ * largest transient peak seen, and no run waits. */
+EBB_EXPORT void ebb_pool_options_set_memory_admission(ebb_pool_options_t* options, int on, int64_t wait_ms);
 
-/* What the pool did (ebb::PoolEvent). */
+/* What the pool did (ebb::PoolEvent): loads and evictions (a run's wait for memory is not passed on). */
 typedef enum ebb_pool_event_kind_t {
   EBB_POOL_EVENT_LOAD = 0,
   EBB_POOL_EVENT_EVICT = 1,
@@ -543,6 +551,17 @@ typedef ebb_status_t* (*ebb_pool_body_fn)(void* user_data, ebb_session_t* sessio
  * `body` runs once more on a fresh load. Returns body's last status. */
 EBB_EXPORT ebb_status_t* ebb_pool_run_with_recovery(ebb_pool_t* pool, const char* name, const int64_t* keep_alive_ms,
                                                     int load_on_demand, ebb_pool_body_fn body, void* user_data);
+/* As ebb_pool_run_with_recovery, for one run (or operation) whose inputs hold `run_elements`
+ * elements in all (the sum of ebb_tensor_element_count over them). With admission by memory on
+ * (ebb_pool_options_set_memory_admission), its predicted need is reserved before `body` runs and
+ * returned after it; the first run of a model runs alone to be measured; an out-of-memory failure is
+ * retried once, alone, after the runs in flight drain. Errors besides body's: EBB_RESOURCE_EXHAUSTED
+ * at once for a run predicted larger than the device allows even alone (the message gives both
+ * numbers), EBB_UNAVAILABLE when its wait for memory passed the deadline. With admission off it is
+ * ebb_pool_run_with_recovery. run_elements < 0: EBB_INVALID_ARGUMENT. */
+EBB_EXPORT ebb_status_t* ebb_pool_run_admitted(ebb_pool_t* pool, const char* name, const int64_t* keep_alive_ms,
+                                               int load_on_demand, int64_t run_elements, ebb_pool_body_fn body,
+                                               void* user_data);
 /* Loads a model now (kept loaded until a request applies its keep-alive);
  * unloads one (pinned too); unloads and forgets one. Errors: EBB_NOT_FOUND, load errors. */
 EBB_EXPORT ebb_status_t* ebb_pool_load(ebb_pool_t* pool, const char* name);

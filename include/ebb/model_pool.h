@@ -1,19 +1,59 @@
-// ebb/model_pool.h — many models on a device, within a memory budget.
+// ebb/model_pool.h — many models on a device, within a memory budget, and runs
+// admitted by the memory they will need.
 //
 // A ModelPool knows a set of named models (ModelSpec) and keeps loaded those
 // that fit a per-device memory budget. Each loaded model carries a measured
-// CHARGE: what loading it cost (the process RSS growth during its load, with
-// loads serialised so the growth is its own; GPU memory growth on CUDA) plus
-// the largest transient peak its operations have been seen to need (the RSS
-// high-water mark over an operation that ran alone, reset through
-// /proc/self/clear_refs: a model's first 8 calls, then one in 16; the
-// arena's peak on CUDA). Before its first load a
-// model is charged its file size, the only thing known then, and the charge
-// never falls below it after: a loaded model holds at least its weights, even
-// when its load grew RSS by less (it reused pages an earlier load touched, or
-// ORT maps its external data and reads it at the first run). The file size
-// is that of all its files: model.onnx and its ONNX external-data files
-// (ReadModelFiles), read again after each load.
+// CHARGE: what loading it cost, i.e. what it holds while idle (the process RSS
+// growth during its load, with loads serialised so the growth is its own; GPU
+// memory growth on CUDA). Before its first load a model is charged its file
+// size, the only thing known then, and the charge never falls below it after:
+// a loaded model holds at least its weights, even when its load grew RSS by
+// less (it reused pages an earlier load touched, or ORT maps its external data
+// and reads it at the first run). The file size is that of all its files:
+// model.onnx and its ONNX external-data files (ReadModelFiles), read again
+// after each load.
+//
+// ADMISSION BY MEMORY (PoolOptions::admit_by_memory, on by default). A run is
+// a lease acquired with AcquireOptions::run_elements (its input size; Run()
+// and RunWithRecovery() with a size set it). Each model learns what its runs
+// need beside its charge, as a function of their input size (ebb/run_need.h):
+// a run that was alone in the pool is measured: on CPU its RSS high-water
+// mark (reset through /proc/self/clear_refs) over its start, and, when it
+// raised the shared arena's peak, that peak over what was in use at its start
+// (its arena need, exact); on CUDA the peak of its session's own arena. Before
+// a run starts, its predicted needs are RESERVED against what its device has
+// left, less what the runs in flight there have reserved:
+//   * its arena need against the shared CPU arena's cap, for CPU sessions
+//     that allocate from it (its memory need where no arena need is known);
+//   * its memory need (the RSS peak, at least the arena need) against the
+//     budget (CPU: never above the machine's or the container's memory,
+//     PhysicalMemoryBytes) minus the charges of the models loaded there. A run that does not fit
+// waits, in arrival order per device (the first in line holds the others
+// back), until reservations come back, up to its deadline (kUnavailable
+// after it, kCancelled when AcquireOptions::cancelled says the caller left);
+// when idle models' charges are what keeps it out, they are evicted (least
+// recently used first) as for a load. A run that needs AT LEAST more than the
+// device could ever give it, even alone, fails at once (kResourceExhausted,
+// the need and the limit in the message); one whose prediction only (an upper
+// bound: far beyond the sizes measured, it is loose) exceeds that runs alone.
+// A model with no measurement yet runs ALONE on its device (it waits until the
+// runs in flight there have drained, and holds the others back while it runs)
+// to get one.
+// What is sound under concurrency: nothing is measured while another lease is
+// out (concurrent runs' RSS and arena peaks cannot be told apart); what else
+// the process does meanwhile (a server decoding other requests) counts in an
+// RSS measurement, which can only make it larger; the arena's peak is a
+// high-water mark, so it teaches only runs that raise it; a prediction only
+// grows, and it assumes a larger input never needs less.
+// Leases without run_elements (Load, a plain Acquire) reserve nothing.
+//
+// OUT OF MEMORY (RunWithRecovery): when a run still fails with
+// kResourceExhausted (a prediction was low), the broken session and every idle
+// model are evicted, arenas trimmed, and the run is retried ONCE, at the head
+// of the line, ALONE: after the reservations in flight have drained, so that
+// runs that failed together do not fail again together; the retry is measured
+// and the model's prediction at that size raised to what was seen. With
+// admission off, the retry is immediate (the behaviour before admission).
 //
 // Before a load, when the charge does not fit, idle models are evicted, least
 // recently used first, until it fits. A model with a lease out (a call in
@@ -21,9 +61,11 @@
 // caller gets kResourceExhausted, or waits for capacity when configured to
 // (up to a timeout). A model charged more than the whole budget by itself is
 // refused at once with kResourceExhausted, and unloaded if it was loaded (its
-// charge measured larger than its file) and no call holds it. A real
-// out-of-memory during a load or a run evicts idle models, trims, and retries
-// once (RunWithRecovery), then reports.
+// charge measured larger than its file) and no call holds it.
+//
+// With admission off, a model's charge also holds the largest transient peak
+// its operations were seen to need (measured as above, on its first 8 calls
+// and then one in 16), once, whatever runs at the same time.
 //
 // keep_alive (per model, per request): unload after that much idle time;
 // 0 unloads right after the request; negative never unloads. It is applied
@@ -31,11 +73,13 @@
 // request: it leaves the model loaded whatever the keep-alive, until a request
 // to it applies its keep-alive again (or it is unloaded, or evicted to fit).
 //
-// Looking at a model (StatusOf, SignatureOf, Snapshot) never loads it, never
-// counts as a use, and never evicts another.
+// Looking at a model (StatusOf, SignatureOf, Snapshot, PredictNeed) never
+// loads it, never counts as a use, and never evicts another.
 //
 // States: UNLOADED --Acquire/Load--> LOADING --ok--> READY --evict/unload--> UNLOADED
 //                                       \--error--> UNLOADED (reason kept)
+// A run:  arrives --(first in line, fits)--> reserved --(lease back)--> returned
+//            \--(deadline / cancelled / never fits)--> refused
 //
 // Thread safety: all methods may be called concurrently. A background thread
 // unloads models whose keep-alive ran out.
@@ -43,17 +87,19 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
-#include <thread>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ebb/model_signature.h"
+#include "ebb/run_need.h"
 #include "ebb/runtime.h"
 
 namespace ebb {
@@ -83,6 +129,17 @@ struct PoolOptions {
   // keep_alive of models and requests that give none: negative = never unload.
   int64_t default_keep_alive_ms = -1;
   std::chrono::milliseconds reap_interval{50};
+
+  // Admission by memory (see the file comment): runs reserve their predicted
+  // need and wait for it. Off: the behaviour before it (runs are not reserved,
+  // a charge holds one transient peak, an out-of-memory run is retried at once),
+  // kept to compare against (`ebb bench concurrency`, `ebb serve
+  // --no-memory-admission`).
+  bool admit_by_memory = true;
+  // How long a run waits for memory when its AcquireOptions give no deadline;
+  // then kUnavailable. A minute: longer than a run of any model measured here,
+  // shorter than the clients' usual timeouts. At most kMaxWaitForCapacityMs.
+  std::chrono::milliseconds wait_for_memory{60000};
 };
 
 enum class PoolState { kUnloaded, kLoading, kReady };
@@ -91,27 +148,71 @@ const char* PoolStateName(PoolState state);  // "UNAVAILABLE", "LOADING", "READY
 enum class EvictReason { kBudget, kKeepAlive, kOutOfMemory, kUnload };
 const char* EvictReasonName(EvictReason reason);  // "budget", "keep_alive", "out_of_memory", "unload"
 
+// The elements of a run's inputs, all together (what a RunNeed is a function of).
+int64_t InputElements(const std::vector<NamedTensor>& inputs);
+
 struct ModelStatus {
   std::string name;
   PoolState state = PoolState::kUnloaded;
   std::string device;            // where it runs (or would: the request's kind)
   std::string reason;            // why it is not loaded, when known
-  int64_t charge_bytes = 0;      // max(load_bytes + transient_bytes, file size); the file size before a first load
+  int64_t charge_bytes = 0;      // max(load_bytes, file size) (with admission off: + transient_bytes);
+                                 // the file size before a first load
                                  // (file size: model.onnx and its external-data files)
   int64_t load_bytes = 0;        // measured at its last load
   int64_t transient_bytes = 0;   // largest operation peak seen
   int in_flight = 0;
   bool pinned = false;
   uint64_t loads = 0;
+  // Admission by memory:
+  std::vector<NeedPoint> need_points;        // the memory (RSS) its runs were measured to need, by input size
+  std::vector<NeedPoint> arena_need_points;  // the shared arena they were measured to need (CPU)
+  int64_t last_run_elements = 0;       // the latest run admitted: its input size,
+  int64_t last_need_bytes = 0;         // what it reserved against the budget (its prediction; 0 when it ran
+  int64_t last_arena_need_bytes = 0;   // alone to be measured), and against the arena's cap
+  int64_t reserved_bytes = 0;          // reserved by its runs in flight now (against the budget)
+  int waiting_for_memory = 0;          // its runs waiting for memory now
+  uint64_t out_of_memory = 0;          // runs that failed with out-of-memory (each raised its prediction)
+};
+
+// What a run is predicted to need (ebb/run_need.h: Predict, an upper bound, is
+// reserved; AtLeast, a lower bound, is what a refusal rests on).
+struct NeedPrediction {
+  int64_t memory_bytes = 0;  // memory (RSS), reserved against the budget
+  int64_t arena_bytes = 0;   // of it, in the shared CPU arena: reserved against its cap
+  int64_t memory_at_least = 0;
+  int64_t arena_at_least = 0;
+};
+
+// Admission by memory on one device, now and so far.
+struct DeviceAdmission {
+  std::string device;             // "cpu", "cuda:0"
+  int64_t memory_limit_bytes = 0; // what runs may reserve against the budget now: the budget (CPU: at most the
+                                  // machine's or container's memory) less the loaded models' charges; -1 = none
+  int64_t reserved_bytes = 0;     // reserved against it by runs in flight
+  int64_t arena_cap_bytes = 0;    // the shared CPU arena's cap (0: none)
+  int64_t arena_reserved_bytes = 0;  // reserved against the cap by runs in flight
+  int runs = 0;                   // runs in flight with a reservation
+  bool alone = false;             // a run holds the device alone (first measurement, out-of-memory retry)
+  int waiting = 0;                // runs waiting for memory now
+  uint64_t admitted = 0;          // runs admitted so far,
+  uint64_t waited = 0;            // of which had to wait,
+  double wait_seconds = 0;        // for this long in all
+  uint64_t refused = 0;           // runs that could never fit
+  uint64_t timed_out = 0;         // runs whose deadline passed while waiting
+  uint64_t cancelled = 0;         // runs whose caller left while waiting
 };
 
 // What the pool did, for metrics and logs.
 struct PoolEvent {
-  enum class Kind { kLoad, kEvict } kind = Kind::kLoad;
+  // kWait: a run waited for memory (only runs that waited), admitted or not.
+  enum class Kind { kLoad, kEvict, kWait } kind = Kind::kLoad;
   std::string name;
   bool on_demand = false;              // kLoad: a request needed it
   double load_ms = 0;                  // kLoad: how long the load took (the switch latency)
   EvictReason reason = EvictReason::kBudget;  // kEvict
+  double wait_ms = 0;                  // kWait: how long it waited
+  bool admitted = false;               // kWait: whether it then ran (else: deadline, cancelled, removed)
 };
 
 class ModelPool;
@@ -119,6 +220,20 @@ class ModelPool;
 struct AcquireOptions {
   std::optional<int64_t> keep_alive_ms;  // this request's keep_alive
   bool load_on_demand = true;
+  // The lease is for one run (or one operation) whose inputs hold this many
+  // elements in all (InputElements): its predicted need is reserved before the
+  // lease is handed out, and returned with it (admission by memory). Unset:
+  // nothing is reserved (Load, inspection, callers who admit themselves).
+  // A caller that holds a run lease and asks for another on the same device
+  // may wait for its own reservation (until the deadline): release the first,
+  // or take the second without run_elements.
+  std::optional<int64_t> run_elements;
+  // The latest moment a run waits for memory; unset: now + PoolOptions::wait_for_memory.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  // Polled (every 20 ms) while a run waits for memory, with the pool's lock
+  // held: true means its caller went away, and it leaves the line with
+  // kCancelled. Must be cheap and must not call the pool.
+  std::function<bool()> cancelled;
 };
 
 // A model held for one call: while a Lease is alive the model is not evicted.
@@ -144,6 +259,17 @@ class Lease {
   bool lifecycle_ = false;           // held by Load(), not by a request: keep-alive does not apply
   uint64_t measure_generation_ = 0;  // non-zero: this lease measures its model's transient peak
   int64_t rss_at_start_ = 0;
+  // Admission by memory (a run lease):
+  std::string device_;               // where its reservation is ("" = none)
+  int64_t reserved_ = 0;             // bytes reserved against the budget
+  int64_t arena_reserved_ = 0;       // and against the shared arena's cap
+  bool alone_ = false;               // it holds its device alone
+  int64_t run_elements_ = -1;        // its input size (-1: not a run)
+  bool retry_ = false;               // an out-of-memory retry: its measurement raises the prediction
+  int64_t predicted_ = -1;           // its predictions when admitted (-1: none)
+  int64_t arena_predicted_ = -1;
+  int64_t arena_in_use_at_start_ = -1;  // shared arena (CPU) or own arena (CUDA) at the start, when measuring
+  int64_t arena_peak_at_start_ = -1;
 };
 
 class ModelPool {
@@ -165,11 +291,18 @@ class ModelPool {
   // loading), kResourceExhausted (cannot fit the budget), load errors.
   Result<Lease> Acquire(const std::string& name, const AcquireOptions& options = {});
 
-  // Runs `body` on the model; on kResourceExhausted the broken session is
+  // Runs `body` on the model (one run or operation: set options.run_elements
+  // for admission by memory); on kResourceExhausted the broken session is
   // dropped, idle models are evicted, arenas trimmed, and `body` runs once
-  // more on a fresh load. Returns body's status.
+  // more on a fresh load, alone (after the reservations in flight drained)
+  // when admission is on. Returns body's status, or Acquire's errors, plus
+  // kUnavailable (deadline) and kCancelled while waiting for memory.
   Status RunWithRecovery(const std::string& name, const AcquireOptions& options,
                          const std::function<Status(const std::shared_ptr<Session>&)>& body);
+  // One Session::Run of the model with admission by memory (run_elements set
+  // from `inputs`) and RunWithRecovery's recovery.
+  Result<std::vector<NamedTensor>> Run(const std::string& name, const std::vector<NamedTensor>& inputs,
+                                       const RunFlags& flags = {}, AcquireOptions options = {});
 
   // Loads a model now (evicting to fit) and keeps it loaded until a request
   // applies its keep-alive; unloads one (even pinned).
@@ -193,11 +326,68 @@ class ModelPool {
   // Budget and charges in use on a device ("cpu", "cuda:0"); budget 0 = none.
   int64_t budget(const std::string& device) const;
   int64_t used(const std::string& device) const;
+  // What a run of `input_elements` is predicted to need (nullopt: not measured
+  // yet). Errors: kNotFound.
+  Result<std::optional<NeedPrediction>> PredictNeed(const std::string& name, int64_t input_elements) const;
+  // Admission by memory per device that has seen runs.
+  std::vector<DeviceAdmission> Admission() const;
 
  private:
   struct Entry;
   friend class Lease;
-  Result<Lease> AcquireImpl(const std::string& name, const AcquireOptions& options, bool on_demand);
+  struct Line;  // the runs of one device: reservations and the waiting line
+  struct Reserved {
+    int64_t bytes = 0;        // against the budget
+    int64_t arena_bytes = 0;  // against the shared arena's cap
+    bool alone = false;
+    int64_t predicted = -1;   // -1: no prediction (not measured yet)
+    int64_t arena_predicted = -1;
+  };
+  // What runs on a device may reserve in all; -1 = unbounded. `*_why` names each limit.
+  struct Limits {
+    int64_t arena = -1;  // the shared arena's cap (CPU)
+    int64_t memory = -1; // the budget or the machine's (container's) memory, less charges
+    std::string arena_why, memory_why;
+  };
+  enum class Admit { kAdmitted, kWait, kRefused };
+  // A run's place in its device's line while it waits for memory.
+  struct RunPlace {
+    uint64_t ticket = 0;  // 0: none
+    std::string device;
+    bool waited = false;
+  };
+  // `retry`: an out-of-memory retry (first in line, alone, measured), holding
+  // the place `retry_ticket` took in `retry_device`'s line before its failed
+  // run's reservation came back (0: none).
+  Result<Lease> AcquireImpl(const std::string& name, const AcquireOptions& options, bool on_demand,
+                            bool retry = false, uint64_t retry_ticket = 0, const std::string& retry_device = "");
+  // Admission of a run of `e` (READY) for the waiter `ticket`: kAdmitted with
+  // `*reserved` taken, kWait, or kRefused with `*refusal`. REQUIRES: mu_ held.
+  Admit TryAdmitLocked(Entry& e, int64_t elements, uint64_t ticket, bool retry, Reserved* reserved,
+                       Status* refusal, std::vector<PoolEvent>* events);
+  // Takes (or keeps) `place` in `e`'s device's line, then admits the run
+  // (kAdmitted, `*reserved` taken), refuses it (kRefused, `*failure`: it could
+  // never fit, its deadline passed, its caller left), or waits once, until a
+  // reservation comes back, the deadline or the next poll of `cancelled`
+  // (kWait: the caller looks its entry up again and calls once more).
+  // REQUIRES: mu_ held through `lock`, `e` READY.
+  Admit AdmitOrWaitLocked(Entry& e, const AcquireOptions& options, int64_t elements, bool retry,
+                          std::chrono::steady_clock::time_point start, std::chrono::steady_clock::time_point deadline,
+                          std::unique_lock<std::mutex>& lock, RunPlace* place, Reserved* reserved, Status* failure,
+                          std::vector<PoolEvent>* events);
+  void LeaveLineLocked(RunPlace* place);
+  // What runs on `device` may reserve in all. `alone`: with every other model
+  // evicted (only `own_charge` left). REQUIRES: mu_ held.
+  Limits RunLimitsLocked(const std::string& device, int64_t own_charge, bool alone) const;
+  // A run's predicted needs: memory, arena (nullopt: not measured). REQUIRES: mu_ held.
+  std::pair<std::optional<int64_t>, std::optional<int64_t>> PredictLocked(const Entry& e, int64_t elements) const;
+  // Why a run waits, for the message of one that waited too long. REQUIRES: mu_ held.
+  std::string WaitReasonLocked(const Entry& e, int64_t elements, bool retry) const;
+  void StartMeasuringLocked(Entry& e, Lease& lease);
+  void FinishMeasuringLocked(Entry& e, const Lease& lease);
+  void ReturnReservationLocked(const Lease& lease);
+  ModelStatus StatusLocked(const std::string& name, const Entry& e) const;
+  Line& LineOf(const std::string& device);
   void Release(Lease& lease);
   // The entry of `name`, or null when unknown or removed. REQUIRES: mu_ held. Every wait on
   // changed_ may end with the entry erased (Remove, Release): callers look it up again after each.
@@ -225,6 +415,8 @@ class ModelPool {
   std::map<std::string, std::unique_ptr<Entry>> entries_;  // guarded by mu_
   int in_flight_ = 0;                                // leases out, all models; guarded by mu_
   uint64_t generation_ = 0;                          // bumps on every Acquire; guarded by mu_
+  std::map<std::string, std::unique_ptr<Line>> lines_;  // per device; guarded by mu_
+  uint64_t next_ticket_ = 0;                         // guarded by mu_
   std::mutex load_mu_;                               // one load at a time, so RSS growth is attributable
   bool stop_ = false;                                // guarded by mu_
   std::condition_variable stop_cv_;                  // wakes the reaper only to stop

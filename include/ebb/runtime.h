@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,11 @@ class Runtime {
   // Arena statistics (shared arena and every cached session's own arenas),
   // RSS, GPU memory.
   MemoryReading ReadMemory() const;
+  // The shared CPU arena's statistics alone (cheaper than ReadMemory); nullopt
+  // when the policy has no shared arena.
+  std::optional<ArenaStats> ReadSharedArena() const;
+  // The shared CPU arena's cap in bytes; 0 when the policy has no shared arena.
+  int64_t shared_arena_cap() const;
 
   SessionCache& cache();
   // Successful loads so far (cache hits do not count).

@@ -1,5 +1,6 @@
 """ebb.ModelPool from Python: leases as context managers, budget, pins, keep-alive, events, errors,
-recovery, and handles that keep what they point into alive."""
+recovery, admission by memory (the same as from C++: tests/model_pool_test.cc), and handles that keep
+what they point into alive."""
 import gc
 import os
 import threading
@@ -8,9 +9,12 @@ import time
 import pytest
 
 import ebb
-from conftest import image_input, model, write_variant
+from conftest import MiB, image_input, model, write_variant
 
 NAMES = ["a", "b", "c"]
+# The shared arena capped at 320 MiB: two 1024x1024 convnet runs fit (128 MiB of arena each), four do not.
+CAP = 320 * MiB
+POLICY = {"cpu": {"arena_settings": {"max_bytes": CAP}}}
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +39,8 @@ def use(pool, name, **options):
 
 @pytest.fixture(scope="module")
 def charge(runtime, variants):
-    pool, _ = make_pool(runtime, variants, budget_bytes=1 << 40)
+    # Admission by memory off: a charge then holds the transient peak (nearly all of the convnet's).
+    pool, _ = make_pool(runtime, variants, budget_bytes=1 << 40, admit_by_memory=False)
     for n in NAMES:
         use(pool, n)
     return max(pool.status(n).charge_bytes for n in NAMES)
@@ -57,14 +62,14 @@ def test_a_lease_holds_the_model(runtime, variants):
     assert [e.kind for e in pool.events()] == ["load"]
     assert pool.events() == []
     s = pool.status("a")
-    assert s.charge_bytes == max(s.load_bytes + s.transient_bytes, os.path.getsize(variants["a"]))
+    assert s.charge_bytes == max(s.load_bytes, os.path.getsize(variants["a"]))  # admission by memory: the idle cost
     assert pool.used("cpu") == s.charge_bytes
     assert [m.name for m in pool.snapshot()] == NAMES
 
 
 def test_budget_evicts_the_least_recently_used_and_spares_pinned(runtime, variants, charge):
     budget = charge * 5 // 2
-    pool, events = make_pool(runtime, variants, pinned=("a",), budget_bytes=budget)
+    pool, events = make_pool(runtime, variants, pinned=("a",), budget_bytes=budget, admit_by_memory=False)
     assert pool.budget("cpu") == budget
     for _ in range(2):
         for n in NAMES:
@@ -91,7 +96,7 @@ def test_keep_alive_and_the_reaper_thread(runtime, variants):
 
 
 def test_errors(runtime, variants, charge):
-    pool, _ = make_pool(runtime, variants, budget_bytes=charge * 3 // 2)
+    pool, _ = make_pool(runtime, variants, budget_bytes=charge * 3 // 2, admit_by_memory=False)
     with pytest.raises(ebb.NotFound):
         pool.acquire("nope")
     with pytest.raises(ebb.Unavailable):
@@ -124,6 +129,75 @@ def test_run_with_recovery(runtime, variants):
         pool.run_with_recovery("a", lambda s: 1 / 0)
     with pytest.raises(ebb.ResourceExhausted, match="again"):
         pool.run_with_recovery("a", lambda s: (_ for _ in ()).throw(ebb.ResourceExhausted("again")))
+
+
+def run_1024(pool, x):
+    return pool.run_with_recovery("a", lambda s: s.run({"x": x})["y"].shape, input_elements=x.size)
+
+
+def test_four_concurrent_runs_that_each_fit_alone_all_succeed_under_the_cap(runtime, variants):
+    pool, events = make_pool(runtime, variants)
+    x = image_input(1024, 1024)
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(run_1024(pool, x))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [(1, 3, 1024, 1024)] * 4
+    s = pool.status("a")
+    assert [n for n, _ in s.need_points] == [x.size] and s.out_of_memory == 0
+    (elements, arena), = s.arena_need_points
+    assert elements == x.size and 128 * MiB <= arena <= s.need_points[0][1]
+    need = pool.predict_need("a", x.size)
+    assert (need["memory_bytes"], need["arena_bytes"]) == (s.need_points[0][1], arena)
+    cpu = pool.admission()[0]
+    assert cpu["device"] == "cpu" and cpu["arena_cap_bytes"] == CAP
+    assert cpu["admitted"] == 4 and cpu["waited"] >= 2  # the first ran alone, then at most two at once
+    assert cpu["reserved_bytes"] == cpu["arena_reserved_bytes"] == cpu["runs"] == cpu["waiting"] == 0
+    waits = [e for e, _ in events if e.kind == "wait"]
+    assert len(waits) == cpu["waited"] and all(e.admitted and e.wait_ms > 0 for e in waits)
+
+
+def test_a_run_that_needs_more_than_the_budget_fails_at_once_with_the_numbers(runtime, variants):
+    budget = 1 << 30
+    pool, _ = make_pool(runtime, variants, budget_bytes=budget)
+    # Two sizes measured alone: the line through them bounds a larger run's need.
+    pool.run_with_recovery("a", lambda s: s.run({"x": image_input(512, 512)}), input_elements=3 * 512 * 512)
+    run_1024(pool, image_input(1024, 1024))
+    big = 3 * 4096 * 4096
+    need = pool.predict_need("a", big)
+    assert need["memory_at_least"] > budget and need["memory_bytes"] >= need["memory_at_least"]
+    calls = []
+    start = time.monotonic()
+    with pytest.raises(ebb.ResourceExhausted) as err:
+        pool.run_with_recovery("a", calls.append, input_elements=big)
+    assert time.monotonic() - start < 1 and calls == []  # at once, and fn never ran
+    message = str(err.value)
+    assert f"a run of {big} input elements needs at least" in message
+    assert f"({need['memory_at_least']} bytes) of memory" in message
+    assert f"the memory budget on cpu of 1024.0 MiB ({budget} bytes)" in message and "even alone" in message
+    assert pool.admission()[0]["refused"] == 1
+
+
+def test_a_waiting_run_honours_its_timeout_and_a_lease_holds_its_reservation(runtime, variants):
+    pool, _ = make_pool(runtime, variants)
+    x = image_input(1024, 1024)
+    run_1024(pool, x)  # measured alone
+    # A lease for a 1280x1280 run holds 200 MiB or more of the 320 (1.5625 times a 1024x1024 run's
+    # 128 MiB of arena, or its memory need where this pool's runs did not raise the arena's peak):
+    # a 1024x1024 run cannot fit beside it.
+    with pool.acquire("a", input_elements=3 * 1280 * 1280) as held:
+        assert pool.admission()[0]["arena_reserved_bytes"] >= 200 * MiB
+        assert pool.status("a").reserved_bytes > 0
+        start = time.monotonic()
+        with pytest.raises(ebb.Unavailable, match="waited .* ms for memory"):
+            pool.run_with_recovery("a", lambda s: 1, input_elements=x.size, timeout_s=0.3)
+        assert 0.25 <= time.monotonic() - start < 5
+        assert not held.released
+    assert run_1024(pool, x) == (1, 3, 1024, 1024)  # the reservation came back with the lease
+    cpu = pool.admission()[0]
+    assert cpu["timed_out"] == 1 and cpu["arena_reserved_bytes"] == 0
 
 
 def test_handles_keep_what_they_point_into_alive(variants):

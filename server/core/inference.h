@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ebb/model_config.h"
+#include "ebb/run_need.h"
 #include "ebb/session.h"
 #include "ebb/tensor.h"
 
@@ -116,6 +117,16 @@ struct ModelStatistics {
   uint64_t releases = 0;            // runs that gave arena memory back (ebb_releases_total)
   int64_t charge_bytes = 0;         // the pool's measured charge
   int64_t transient_peak_bytes = 0; // largest operation peak seen (the arena/RSS peak a run needed)
+  // Admission by memory: what its runs were measured to need by input size,
+  // what its latest run was predicted to need (and reserved), what its runs in
+  // flight hold, how many wait, how many ran out of memory (each raised it).
+  std::vector<NeedPoint> need_points;        // memory (RSS)
+  std::vector<NeedPoint> arena_need_points;  // the shared CPU arena
+  int64_t predicted_need_bytes = 0;
+  int64_t predicted_arena_need_bytes = 0;
+  int64_t reserved_bytes = 0;
+  int waiting_for_memory = 0;
+  uint64_t out_of_memory = 0;
   uint64_t loads = 0;
   std::string state;                // READY, LOADING, UNAVAILABLE
 };

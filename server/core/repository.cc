@@ -269,8 +269,16 @@ Result<ModelInfo> ModelRepository::Info(const std::string& name, const std::stri
   if (!resolved.ok()) return resolved.status();
   auto status = pool_->StatusOf(PoolName(*model, *resolved));
   if (!status.ok()) return status.status();
-  return ModelInfo{name,           *resolved,          status->state,     status->reason, status->charge_bytes,
-                   status->transient_bytes, status->in_flight, status->pinned, status->loads};
+  ModelInfo info{name,           *resolved,          status->state,     status->reason, status->charge_bytes,
+                 status->transient_bytes, status->in_flight, status->pinned, status->loads};
+  info.need_points = status->need_points;
+  info.arena_need_points = status->arena_need_points;
+  info.last_need_bytes = status->last_need_bytes;
+  info.last_arena_need_bytes = status->last_arena_need_bytes;
+  info.reserved_bytes = status->reserved_bytes;
+  info.waiting_for_memory = status->waiting_for_memory;
+  info.out_of_memory = status->out_of_memory;
+  return info;
 }
 
 std::vector<FolderProblem> ModelRepository::Problems() {
@@ -412,20 +420,23 @@ Result<ModelHandle> ModelRepository::Acquire(const std::string& name, const std:
 }
 
 Status ModelRepository::RunWithRecovery(
-    const std::string& name, const std::string& version, std::optional<int64_t> keep_alive_ms,
+    const std::string& name, const std::string& version, AcquireOptions options,
     const std::function<Status(const ModelConfig&, const std::shared_ptr<Session>&)>& body) {
   auto model = Register(name, /*reread=*/false);
   if (!model.ok()) return model.status();
   auto resolved = ResolveVersion(name, version);
   if (!resolved.ok()) return resolved.status();
   bool ran = false;
-  Status st = pool_->RunWithRecovery(
-      PoolName(*model, *resolved), {.keep_alive_ms = keep_alive_ms, .load_on_demand = options_.load_on_demand},
-      [&](const std::shared_ptr<Session>& session) {
-        ran = true;
-        return body(model->config, session);
-      });
-  return ran ? st : LoadFailure(name, st);
+  options.load_on_demand = options_.load_on_demand;
+  const std::string pool_name = PoolName(*model, *resolved);
+  Status st = pool_->RunWithRecovery(pool_name, options, [&](const std::shared_ptr<Session>& session) {
+    ran = true;
+    return body(model->config, session);
+  });
+  if (ran || st.code() == StatusCode::kCancelled) return st;
+  // A run refused or timed out while waiting for memory found its model loaded: not a load failure.
+  if (auto status = pool_->StatusOf(pool_name); status.ok() && status->state == PoolState::kReady) return st;
+  return LoadFailure(name, st);
 }
 
 }  // namespace ebb::server

@@ -71,6 +71,14 @@ struct ModelInfo {
   int in_flight = 0;
   bool pinned = false;
   uint64_t loads = 0;
+  // Admission by memory (the pool's ModelStatus):
+  std::vector<NeedPoint> need_points;        // the memory its runs were measured to need, by input size
+  std::vector<NeedPoint> arena_need_points;  // the shared arena they were measured to need
+  int64_t last_need_bytes = 0;         // what its latest run was predicted to need and reserved (memory,
+  int64_t last_arena_need_bytes = 0;   // arena)
+  int64_t reserved_bytes = 0;          // reserved by its runs in flight
+  int waiting_for_memory = 0;
+  uint64_t out_of_memory = 0;
 };
 
 // A model folder as registered: what is served from it and how.
@@ -164,10 +172,12 @@ class ModelRepository {
   // failed), kResourceExhausted (does not fit the memory budget).
   Result<ModelHandle> Acquire(const std::string& name, const std::string& version = "",
                               std::optional<int64_t> keep_alive_ms = std::nullopt);
-  // Runs `body` on a version of the model with the pool's out-of-memory
+  // Runs `body` on a version of the model with the pool's admission by memory
+  // (`options.run_elements`, deadline, cancellation) and its out-of-memory
   // recovery: on kResourceExhausted, idle models are evicted, arenas trimmed,
-  // and `body` runs once more on a fresh load.
-  Status RunWithRecovery(const std::string& name, const std::string& version, std::optional<int64_t> keep_alive_ms,
+  // and `body` runs once more on a fresh load. `options.load_on_demand` is
+  // the repository's.
+  Status RunWithRecovery(const std::string& name, const std::string& version, AcquireOptions options,
                          const std::function<Status(const ModelConfig&, const std::shared_ptr<Session>&)>& body);
 
   const std::string& root() const { return options_.root; }

@@ -152,6 +152,13 @@ ModelStatistics InferenceService::StatisticsOf(const ModelInfo& info) {
   s.version = info.version;
   s.charge_bytes = info.charge_bytes;
   s.transient_peak_bytes = info.transient_bytes;
+  s.need_points = info.need_points;
+  s.arena_need_points = info.arena_need_points;
+  s.predicted_need_bytes = info.last_need_bytes;
+  s.predicted_arena_need_bytes = info.last_arena_need_bytes;
+  s.reserved_bytes = info.reserved_bytes;
+  s.waiting_for_memory = info.waiting_for_memory;
+  s.out_of_memory = info.out_of_memory;
   s.loads = info.loads;
   s.state = PoolStateName(info.state);
   return s;
@@ -232,7 +239,7 @@ Status InferenceService::Forget(const std::string& model) {
 }
 
 Result<InferResponse> InferenceService::Infer(const std::string& model, const std::string& version,
-                                              const Decoder& decode) {
+                                              const Decoder& decode, const CancelFn& cancelled) {
   InFlight in_flight(this);
   const auto start = Clock::now();
   if (shutting_down_) return Unavailable("server is shutting down; retry on another instance");
@@ -249,11 +256,21 @@ Result<InferResponse> InferenceService::Infer(const std::string& model, const st
   };
 
   auto step = Clock::now();
-  Admission::Ticket ticket = admission_.Enter();
+  // One deadline for both waits: for a worker here, for memory in the pool.
+  const auto deadline = step + options_.queue_timeout;
+  Admission::Ticket ticket = admission_.Enter(deadline, cancelled);
   t.queue = NanosSince(step);
-  if (!ticket.admitted()) {
-    return finish(Unavailable("server busy: " + std::to_string(admission_.workers()) + " inferences running and " +
-                              std::to_string(admission_.queue()) + " waiting; retry later"));
+  switch (ticket.outcome()) {
+    case Admission::Outcome::kAdmitted: break;
+    case Admission::Outcome::kQueueFull:
+      return finish(Unavailable("server busy: " + std::to_string(admission_.workers()) + " inferences running and " +
+                                std::to_string(admission_.queue()) + " waiting; retry later"));
+    case Admission::Outcome::kTimedOut:
+      return finish(Unavailable("server busy: waited " + std::to_string(options_.queue_timeout.count()) +
+                                " ms (--queue-timeout-ms) for one of the " + std::to_string(admission_.workers()) +
+                                " inference workers; retry later"));
+    case Admission::Outcome::kCancelled:
+      return finish(Cancelled("the client went away while its request waited for a worker"));
   }
   t.admitted = true;
 
@@ -267,8 +284,13 @@ Result<InferResponse> InferenceService::Infer(const std::string& model, const st
     }
   }
   InferResponse response{model, *resolved, request->id, {}};
+  AcquireOptions acquire;
+  acquire.keep_alive_ms = request->keep_alive_ms;
+  acquire.run_elements = InputElements(request->inputs);
+  acquire.deadline = deadline;
+  acquire.cancelled = cancelled;
   Status st = repository_->RunWithRecovery(
-      model, *resolved, request->keep_alive_ms,
+      model, *resolved, std::move(acquire),
       [&](const ModelConfig& config, const std::shared_ptr<Session>& session) {
         const auto run = Clock::now();
         auto result = Execute(model, *resolved, config, session, *request);
@@ -391,6 +413,12 @@ Result<std::vector<NamedTensor>> InferenceService::ExecuteImageOperation(const s
 void InferenceService::CountPoolEvent(const PoolEvent& e) {
   const std::string name = ModelRepository::ModelOfPoolName(e.name);  // every version counts for its model
   const Labels model = {{"model", name}};
+  if (e.kind == PoolEvent::Kind::kWait) {
+    metrics_.Observe("ebb_memory_wait_seconds",
+                     "Time runs that waited for memory waited (admitted or not; runs that did not wait are not counted).",
+                     LatencyBuckets(), {}, e.wait_ms / 1000);
+    return;
+  }
   if (e.kind == PoolEvent::Kind::kEvict) {
     metrics_.Increment("ebb_model_evictions_total", "Models unloaded, per model and reason.",
                        {{"model", name}, {"reason", EvictReasonName(e.reason)}});
@@ -470,7 +498,7 @@ void InferenceService::RegisterCollectors() {
     for (const std::string& d : Devices()) samples.push_back({{{"device", d}}, double(repository_->pool().used(d))});
     return samples;
   });
-  metrics_.AddCollector("ebb_model_charge_bytes", "A model's measured memory charge (load + transient peak; all versions).", [this] {
+  metrics_.AddCollector("ebb_model_charge_bytes", "A model's measured memory charge: what it holds while loaded (with admission by memory off, plus its transient peak); all versions.", [this] {
     std::map<std::string, double> charge;
     for (const ModelStatus& m : repository_->pool().Snapshot()) {
       charge[ModelRepository::ModelOfPoolName(m.name)] += static_cast<double>(m.charge_bytes);
@@ -479,6 +507,65 @@ void InferenceService::RegisterCollectors() {
     for (const auto& [name, bytes] : charge) samples.push_back({{{"model", name}}, bytes});
     return samples;
   });
+  auto admission_field = [this](auto field) {
+    return [this, field] {
+      std::vector<std::pair<Labels, double>> samples;
+      for (const DeviceAdmission& d : repository_->pool().Admission()) {
+        samples.push_back({{{"device", d.device}}, static_cast<double>(field(d))});
+      }
+      return samples;
+    };
+  };
+  // Against the budget (less the loaded models' charges) and against the shared arena's cap.
+  auto against = [this](bool limit) {
+    return [this, limit] {
+      std::vector<std::pair<Labels, double>> samples;
+      for (const DeviceAdmission& d : repository_->pool().Admission()) {
+        const int64_t budget = limit ? d.memory_limit_bytes : d.reserved_bytes;
+        const int64_t arena = limit ? d.arena_cap_bytes : d.arena_reserved_bytes;
+        if (!limit || budget >= 0) samples.push_back({{{"against", "budget"}, {"device", d.device}}, double(budget)});
+        if (d.arena_cap_bytes > 0) samples.push_back({{{"against", "arena"}, {"device", d.device}}, double(arena)});
+      }
+      return samples;
+    };
+  };
+  metrics_.AddCollector("ebb_memory_reserved_bytes",
+                        "Memory reserved by the runs in flight (admission by memory), per device, against the budget "
+                        "and against the shared arena's cap.",
+                        against(false));
+  metrics_.AddCollector("ebb_memory_run_limit_bytes",
+                        "What runs may reserve in all now, per device: the budget (at most the machine's or "
+                        "container's memory) less the loaded models' charges, and the shared arena's cap.",
+                        against(true));
+  metrics_.AddCollector("ebb_runs_waiting_for_memory", "Runs waiting for memory now, per device.",
+                        admission_field([](const DeviceAdmission& d) { return d.waiting; }));
+  metrics_.AddCollector("ebb_runs_admitted", "Runs admitted by memory so far, per device.",
+                        admission_field([](const DeviceAdmission& d) { return d.admitted; }));
+  metrics_.AddCollector("ebb_runs_refused_memory", "Runs refused so far because they could never fit, per device.",
+                        admission_field([](const DeviceAdmission& d) { return d.refused; }));
+  // Over a model's versions: the largest (`sum` false) or the sum.
+  auto model_field = [this](auto field, bool sum) {
+    return [this, field, sum] {
+      std::map<std::string, double> value;
+      for (const ModelStatus& m : repository_->pool().Snapshot()) {
+        double& v = value[ModelRepository::ModelOfPoolName(m.name)];
+        v = sum ? v + static_cast<double>(field(m)) : std::max(v, static_cast<double>(field(m)));
+      }
+      std::vector<std::pair<Labels, double>> samples;
+      for (const auto& [name, v] : value) samples.push_back({{{"model", name}}, v});
+      return samples;
+    };
+  };
+  metrics_.AddCollector("ebb_model_predicted_need_bytes",
+                        "What the model's latest run was predicted to need and reserved against the budget (0: it ran "
+                        "alone to be measured).",
+                        model_field([](const ModelStatus& m) { return m.last_need_bytes; }, false));
+  metrics_.AddCollector("ebb_model_predicted_arena_need_bytes",
+                        "What the model's latest run was predicted to need of the shared arena and reserved against its "
+                        "cap (0: it ran alone to be measured).",
+                        model_field([](const ModelStatus& m) { return m.last_arena_need_bytes; }, false));
+  metrics_.AddCollector("ebb_model_reserved_bytes", "Memory reserved by the model's runs in flight.",
+                        model_field([](const ModelStatus& m) { return m.reserved_bytes; }, true));
   metrics_.AddCollector("ebb_model_ready", "1 when a model (a version of it) is loaded and ready, else 0.", [this] {
     std::map<std::string, double> ready;
     for (const ModelInfo& m : repository_->Index()) {

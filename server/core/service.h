@@ -14,9 +14,15 @@
 //     request before decoding it to one budget, request_bytes()
 //     (byte_budget.h; --max-body-bytes-in-flight), so that it bounds HTTP and
 //     gRPC together;
-//   * admission: at most `workers` inferences run, `queue` more wait, beyond
-//     that kUnavailable ("server busy") at once. A request is decoded only
-//     once admitted: one waiting holds its bytes, not its tensors;
+//   * admission: at most `workers` inferences run (the CPU bound), `queue`
+//     more wait in arrival order, beyond that kUnavailable ("server busy") at
+//     once. A request is decoded only once it has a worker: one waiting holds
+//     its bytes, not its tensors. Then each run is admitted by the memory it
+//     is predicted to need, in the pool (ebb/model_pool.h), so every front end
+//     gets it: a request waits for a worker and for memory together up to
+//     `queue_timeout` (kUnavailable after it), leaves both lines when its
+//     caller goes away (Infer's `cancelled`: kCancelled), and a run that could
+//     never fit fails at once (kResourceExhausted);
 //   * the model and version: resolved through the ModelRepository and its
 //     ModelPool (memory budget, on-demand loads, keep-alive, out-of-memory
 //     recovery); looking at a model (metadata, config, ready, statistics,
@@ -38,6 +44,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -56,12 +63,16 @@
 namespace ebb::server {
 
 struct ServiceOptions {
-  size_t workers = 4;                             // inferences running at once
+  size_t workers = 4;                             // inferences running at once (a CPU bound)
   size_t queue = 64;                              // inferences waiting; beyond: kUnavailable
   int64_t max_input_elements = int64_t{1} << 30;  // per input tensor; decoders enforce it
   // Request bytes held at once by every front end together (request_bytes()):
   // four requests at the default 256 MiB message limit (--max-body-bytes).
   size_t max_request_bytes_in_flight = size_t{1} << 30;
+  // The longest a request waits for a worker and for memory, together; then
+  // kUnavailable. A minute: longer than any run measured here, shorter than
+  // the usual client timeouts.
+  std::chrono::milliseconds queue_timeout{60000};
 };
 
 class InferenceService {
@@ -117,12 +128,17 @@ class InferenceService {
   // known to exist, so that failures can be counted against it, and once the
   // request is admitted, so that only running requests hold decoded tensors.
   using Decoder = std::function<Result<InferRequest>()>;
-  // Checks the model and version, waits for admission, decodes the request,
-  // runs it (with the pool's out-of-memory recovery), classifies outputs, and
-  // records the outcome. Errors: the decoder's, kInvalidArgument, kNotFound,
-  // kUnavailable (busy, shutting down, not loaded, failed load),
-  // kResourceExhausted, kInternal.
-  Result<InferResponse> Infer(const std::string& model, const std::string& version, const Decoder& decode);
+  // Whether the caller went away (the client closed its connection, the gRPC
+  // call was cancelled): polled while the request waits; cheap, any thread.
+  using CancelFn = std::function<bool()>;
+  // Checks the model and version, waits for a worker, decodes the request,
+  // waits for the memory its run needs, runs it (with the pool's
+  // out-of-memory recovery), classifies outputs, and records the outcome.
+  // Errors: the decoder's, kInvalidArgument, kNotFound, kUnavailable (busy,
+  // waited past queue_timeout, shutting down, not loaded, failed load),
+  // kResourceExhausted (never fits, out of memory), kCancelled, kInternal.
+  Result<InferResponse> Infer(const std::string& model, const std::string& version, const Decoder& decode,
+                              const CancelFn& cancelled = {});
   Result<InferResponse> Infer(const std::string& model, const Decoder& decode) { return Infer(model, "", decode); }
 
   // --- Operations -------------------------------------------------------------

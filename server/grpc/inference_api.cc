@@ -86,6 +86,21 @@ void FillStatistics(const ModelStatistics& s, inference::ModelStatistics* out) {
   ebb->set_charge_bytes(s.charge_bytes);
   ebb->set_transient_peak_bytes(s.transient_peak_bytes);
   ebb->set_state(s.state);
+  for (const NeedPoint& p : s.need_points) {
+    auto* point = ebb->add_need_points();
+    point->set_input_elements(p.input_elements);
+    point->set_bytes(p.bytes);
+  }
+  for (const NeedPoint& p : s.arena_need_points) {
+    auto* point = ebb->add_arena_need_points();
+    point->set_input_elements(p.input_elements);
+    point->set_bytes(p.bytes);
+  }
+  ebb->set_predicted_need_bytes(s.predicted_need_bytes);
+  ebb->set_predicted_arena_need_bytes(s.predicted_arena_need_bytes);
+  ebb->set_reserved_bytes(s.reserved_bytes);
+  ebb->set_waiting_for_memory(s.waiting_for_memory);
+  ebb->set_out_of_memory(s.out_of_memory);
 }
 
 template <typename Map>
@@ -355,8 +370,9 @@ grpc::Status InferCall::Infer() {
     return ScanModelInferRequest(&reader, request_.Length(), api_.options().limits);
   }();
   if (!scanned.ok()) return GrpcStatusFor(scanned.status());
-  Result<InferResponse> response = api_.core().Infer(api_.ModelName(context_, scanned->model_name),
-                                                     scanned->model_version, [this] { return Decode(); });
+  Result<InferResponse> response = api_.core().Infer(
+      api_.ModelName(context_, scanned->model_name), scanned->model_version, [this] { return Decode(); },
+      [this] { return context_->IsCancelled(); });  // the client cancelled, or its deadline passed
   if (!response.ok()) return GrpcStatusFor(response.status());
   *reply_ = ReplyBuffer(std::move(response).value());
   return grpc::Status::OK;

@@ -271,6 +271,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     head_request_ = framer_->method() == "HEAD";
     http10_ = framer_->version() == 10;
     if (AnsweredInline(*framer_)) return Send(Prepare(Handle()));
+    client_gone_ = std::make_shared<std::atomic<bool>>(false);
+    WatchForClose(++handling_);
     asio::post(t_.workers, [self = shared_from_this(), work = asio::make_work_guard(executor())] {
       Outgoing reply = self->Prepare(self->Handle());
       // The reply leaves from here when the socket takes it at once (the usual case), one thread
@@ -280,9 +282,28 @@ class Connection : public std::enable_shared_from_this<Connection> {
     });
   }
 
+  // While a request is handled the strand does not read; the socket turning readable then means
+  // the client closed its side (EOF or a reset: the request's `cancelled` turns true, so that a
+  // request waiting for memory or a worker leaves its place), or pipelined its next request
+  // (nothing more can be learnt without reading it: the watch ends). A client that half-closes
+  // after sending a request counts as gone: its request still gets an answer if it already runs.
+  void WatchForClose(uint64_t handling) {
+    socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this(), handling](const error_code& ec) {
+      if (ec || self->phase_ != Phase::kHandling || self->handling_ != handling) return;
+      char byte;
+      const ssize_t n = recv(self->socket_.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        self->client_gone_->store(true);
+      } else if (n < 0) {
+        self->WatchForClose(handling);  // woken without data
+      }
+    });
+  }
+
   // Runs the request through the API (any thread; the strand does not touch the request meanwhile).
   HttpReply Handle() {
     HttpRequest request{framer_->method(), framer_->target(), {}, framer_->body()};
+    if (client_gone_) request.cancelled = [gone = client_gone_] { return gone->load(); };
     for (const auto& [name, value] : framer_->headers()) request.headers.emplace_back(name, value);
     HttpReply reply;
     try {
@@ -479,6 +500,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Clock::time_point armed_at_;
   bool timer_armed_ = false;
   uint64_t timer_generation_ = 0;
+  uint64_t handling_ = 0;                           // requests handled on a worker so far
+  std::shared_ptr<std::atomic<bool>> client_gone_;  // of the one handled now (set on the strand)
 };
 
 // Raises the soft limit on open files to `needed` when it is lower.

@@ -132,6 +132,12 @@ json IndexEntry(const ModelInfo& m) {
 
 json DurationJson(const Duration& d) { return {{"count", d.count}, {"ns", d.ns}}; }
 
+json NeedPointsJson(const std::vector<NeedPoint>& points) {
+  json list = json::array();
+  for (const NeedPoint& p : points) list.push_back({{"input_elements", p.input_elements}, {"bytes", p.bytes}});
+  return list;
+}
+
 // Triton's statistics extension: one $model_stat, plus ebb's own figures under "ebb".
 json StatsEntry(const ModelStatistics& s) {
   return {{"name", s.name},
@@ -154,7 +160,14 @@ json StatsEntry(const ModelStatistics& s) {
             {"releases", s.releases},
             {"loads", s.loads},
             {"charge_bytes", s.charge_bytes},
-            {"transient_peak_bytes", s.transient_peak_bytes}}}};
+            {"transient_peak_bytes", s.transient_peak_bytes},
+            {"need_points", NeedPointsJson(s.need_points)},
+            {"arena_need_points", NeedPointsJson(s.arena_need_points)},
+            {"predicted_need_bytes", s.predicted_need_bytes},
+            {"predicted_arena_need_bytes", s.predicted_arena_need_bytes},
+            {"reserved_bytes", s.reserved_bytes},
+            {"waiting_for_memory", s.waiting_for_memory},
+            {"out_of_memory", s.out_of_memory}}}};
 }
 
 // The body of a repository request: empty, or a JSON object.
@@ -320,7 +333,7 @@ HttpReply RestApi::Infer(const std::string& model, const std::string& version, c
     if (!parsed.ok()) return parsed.status();
     binary = std::move(parsed->binary);
     return std::move(parsed->request);
-  });
+  }, request.cancelled);
   if (!response.ok()) return ReplyFor(response.status());
   EncodedResponse encoded = EncodeInferResponse(*response, binary);
   HttpReply reply{200, std::move(encoded.body), "application/json", {}};

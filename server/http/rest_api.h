@@ -21,6 +21,7 @@
 // owns its body.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,6 +38,9 @@ struct HttpRequest {
   std::string_view target;  // the request target as sent: path (percent-encoded) and query
   std::vector<std::pair<std::string_view, std::string_view>> headers;
   std::string_view body;
+  // Whether the client went away (closed its connection) while the request is handled; set by
+  // the transport, polled while an inference waits. Empty: never.
+  std::function<bool()> cancelled;
 
   // The first header called `name` (ASCII case-insensitive), if any.
   std::optional<std::string_view> Header(std::string_view name) const;

@@ -1,6 +1,8 @@
 // The model pool of the C API (include/ebb/c.h): ebb::ModelPool behind a
 // handle. Lifetimes: a lease keeps its pool alive, the pool its runtime
 // (shared ownership through PoolCore), so handles may be destroyed in any order.
+#include <algorithm>
+
 #include "c_api.h"
 
 namespace ebb::c_api {
@@ -12,6 +14,16 @@ AcquireOptions AcquireArgs(const int64_t* keep_alive_ms, int load_on_demand) {
   AcquireOptions options;
   if (keep_alive_ms) options.keep_alive_ms = *keep_alive_ms;
   options.load_on_demand = load_on_demand != 0;
+  return options;
+}
+
+// ebb::PoolOptions' defaults but admission by memory off: ebb_pool_run_with_recovery and
+// ebb_pool_acquire carry no input size, so their runs reserve nothing, and only the charge-based
+// budget (a charge holding the transient peak) keeps them in bounds. ebb_pool_run_admitted's
+// callers turn it on (ebb_pool_options_set_memory_admission).
+PoolOptions CDefaultOptions() {
+  PoolOptions options;
+  options.admit_by_memory = false;
   return options;
 }
 
@@ -35,7 +47,7 @@ extern "C" {
 
 // --- Options and events -----------------------------------------------------------------
 
-ebb_pool_options_t* ebb_pool_options_create(void) { return new (std::nothrow) ebb_pool_options_t; }
+ebb_pool_options_t* ebb_pool_options_create(void) { return new (std::nothrow) ebb_pool_options_t{CDefaultOptions()}; }
 
 void ebb_pool_options_destroy(ebb_pool_options_t* options) { delete options; }
 
@@ -57,6 +69,14 @@ void ebb_pool_options_set_wait_for_capacity_ms(ebb_pool_options_t* options, int6
 
 void ebb_pool_options_set_keep_alive_ms(ebb_pool_options_t* options, int64_t ms) {
   if (options) options->options.default_keep_alive_ms = ms;
+}
+
+void ebb_pool_options_set_memory_admission(ebb_pool_options_t* options, int on, int64_t wait_ms) {
+  if (!options) return;
+  options->options.admit_by_memory = on != 0;
+  if (wait_ms > 0) {
+    options->options.wait_for_memory = std::chrono::milliseconds(std::min(wait_ms, kMaxWaitForCapacityMs));
+  }
 }
 
 ebb_pool_event_kind_t ebb_pool_event_kind(const ebb_pool_event_t* event) {
@@ -90,10 +110,12 @@ ebb_status_t* ebb_pool_create(ebb_runtime_t* runtime, const ebb_pool_options_t* 
     ModelPool::EventFn events;
     if (on_event) {
       events = [raw = core.get()](const PoolEvent& e) {
+        // Loads and evictions only: ebb_pool_event_kind_t has no wait (a run that waited for memory).
+        if (e.kind == PoolEvent::Kind::kWait) return;
         raw->on_event(raw->user_data, reinterpret_cast<const ebb_pool_event_t*>(&e));
       };
     }
-    core->pool = std::make_unique<ModelPool>(*core->runtime, options ? options->options : PoolOptions{},
+    core->pool = std::make_unique<ModelPool>(*core->runtime, options ? options->options : CDefaultOptions(),
                                              std::move(events));
     *out = new ebb_pool_t{std::move(core)};
     return nullptr;
@@ -171,6 +193,25 @@ ebb_status_t* ebb_pool_run_with_recovery(ebb_pool_t* pool, const char* name, con
           std::unique_ptr<ebb_session_t> handle = MakeSession(session);
           return FromC(body(user_data, handle.get()));
         }));
+  });
+}
+
+ebb_status_t* ebb_pool_run_admitted(ebb_pool_t* pool, const char* name, const int64_t* keep_alive_ms,
+                                    int load_on_demand, int64_t run_elements, ebb_pool_body_fn body,
+                                    void* user_data) {
+  constexpr const char* kFn = "ebb_pool_run_admitted";
+  return Guard(kFn, [&]() -> ebb_status_t* {
+    if (ebb_status_t* bad = NoName(kFn, pool, name)) return bad;
+    if (!body) return NullArgument(kFn, "body");
+    if (run_elements < 0) {
+      return ToC(InvalidArgument(std::string(kFn) + ": run_elements " + std::to_string(run_elements) + " < 0"));
+    }
+    AcquireOptions options = AcquireArgs(keep_alive_ms, load_on_demand);
+    options.run_elements = run_elements;
+    return ToC(pool->core->pool->RunWithRecovery(name, options, [&](const std::shared_ptr<Session>& session) -> Status {
+      std::unique_ptr<ebb_session_t> handle = MakeSession(session);
+      return FromC(body(user_data, handle.get()));
+    }));
   });
 }
 

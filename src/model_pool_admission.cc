@@ -1,0 +1,320 @@
+// ModelPool: runs admitted by the memory they will need (see the file comment
+// of ebb/model_pool.h): each device's line of runs, the limits a run's
+// prediction is reserved against, and the measurements that teach a model's
+// RunNeed.
+#include <cstdio>
+
+#include "model_pool_internal.h"
+
+namespace ebb {
+namespace {
+
+std::string Mib(int64_t bytes) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
+// "512.0 MiB (536870912 bytes)": readable, and exact for whoever compares numbers.
+std::string Bytes(int64_t bytes) { return Mib(bytes) + " (" + std::to_string(bytes) + " bytes)"; }
+
+}  // namespace
+
+ModelPool::Line& ModelPool::LineOf(const std::string& device) {
+  std::unique_ptr<Line>& line = lines_[device];
+  if (!line) line = std::make_unique<Line>();
+  return *line;
+}
+
+ModelPool::Limits ModelPool::RunLimitsLocked(const std::string& device, int64_t own_charge, bool alone) const {
+  Limits limits;
+  // The shared arena bounds every CPU session's runs together, whatever the budget says.
+  if (device == "cpu" && runtime_.policy().cpu.arena == CpuArenaMode::kShared) {
+    if (const int64_t cap = runtime_.shared_arena_cap(); cap > 0) {
+      limits.arena = cap;
+      limits.arena_why = "the shared CPU arena's cap of " + Bytes(cap);
+    }
+  }
+  int64_t room = budget(device);  // 0: no budget (a GPU that NVML does not report)
+  std::string why = "the memory budget on " + device;
+  if (device == "cpu") {
+    // The machine's memory, or the container's limit when lower (the cgroup reading).
+    if (const int64_t physical = PhysicalMemoryBytes(); physical > 0 && (room <= 0 || physical < room)) {
+      room = physical;
+      why = "the memory this process may use (the machine's or its container's limit)";
+    }
+  }
+  if (room > 0) {
+    const int64_t charges = alone ? own_charge : UsedLocked(device);
+    limits.memory = std::max<int64_t>(room - charges, 0);
+    limits.memory_why = why + " of " + Bytes(room) + " less " + Mib(charges) + " charged to " +
+                        (alone ? "the model itself" : "the models loaded there");
+  }
+  return limits;
+}
+
+std::pair<std::optional<int64_t>, std::optional<int64_t>> ModelPool::PredictLocked(const Entry& e,
+                                                                                   int64_t elements) const {
+  const std::optional<int64_t> memory = e.need.Predict(elements);
+  // Where no run raised the arena's peak yet, the memory need bounds the arena's from above.
+  std::optional<int64_t> arena = e.arena_need.empty() ? memory : e.arena_need.Predict(elements);
+  if (arena && memory) arena = std::min(*arena, *memory);
+  return {memory, arena};
+}
+
+std::string ModelPool::WaitReasonLocked(const Entry& e, int64_t elements, bool retry) const {
+  const auto [memory, arena] = PredictLocked(e, elements);
+  std::string reason;
+  if (retry) {
+    reason = "to retry alone after running out of memory";
+  } else if (!memory) {
+    reason = "to run alone: a model's first run is measured alone, and '" + e.spec.name + "' has none yet";
+  } else {
+    reason = "a run of " + std::to_string(elements) + " input elements is predicted to need " + Bytes(*memory) +
+             " of memory, " + Mib(*arena) + " of it in the arena";
+  }
+  auto it = lines_.find(e.device);
+  if (it == lines_.end()) return reason;
+  const Line& line = *it->second;
+  const Limits limits = RunLimitsLocked(e.device, 0, false);
+  reason += "; " + std::to_string(line.runs) + " runs in flight on " + e.device + " hold " + Mib(line.reserved);
+  if (limits.memory >= 0) reason += " of the " + Mib(limits.memory) + " they may reserve (" + limits.memory_why + ")";
+  if (limits.arena >= 0) reason += " and " + Mib(line.arena_reserved) + " of " + limits.arena_why;
+  return reason + ", " + std::to_string(line.waiting.size()) + " runs waiting";
+}
+
+ModelPool::Admit ModelPool::TryAdmitLocked(Entry& e, int64_t elements, uint64_t ticket, bool retry,
+                                           Reserved* reserved, Status* refusal, std::vector<PoolEvent>* events) {
+  Line& line = LineOf(e.device);
+  const auto [memory, arena] = PredictLocked(e, elements);
+  // Not measured yet (or retrying after an out-of-memory): it runs alone, to be measured.
+  bool alone = retry || !memory;
+  if (memory && !retry) {
+    const Limits most = RunLimitsLocked(e.device, ChargeOf(e), /*alone=*/true);
+    // Refused only on what it needs at least; a prediction (an upper bound) that cannot fit makes
+    // it run alone, to be measured.
+    const int64_t arena_least = e.arena_need.AtLeast(elements), memory_least = e.need.AtLeast(elements);
+    std::string over;
+    if (most.arena >= 0 && arena_least > most.arena) {
+      over = Bytes(arena_least) + " of arena (predicted: " + Mib(*arena) + "), more than " + most.arena_why;
+    } else if (most.memory >= 0 && memory_least > most.memory) {
+      over = Bytes(memory_least) + " of memory (predicted: " + Mib(*memory) + "), more than " + most.memory_why +
+             " leaves for it (" + Bytes(most.memory) + ")";
+    }
+    if (!over.empty()) {
+      ++line.refused;
+      *refusal = ResourceExhausted("model '" + e.spec.name + "': a run of " + std::to_string(elements) +
+                                   " input elements needs at least " + over +
+                                   "; it cannot run even alone (from what its runs were measured to need at " +
+                                   std::to_string(e.need.points().size()) + " sizes; a smaller input may fit)");
+      return Admit::kRefused;
+    }
+    alone = (most.arena >= 0 && *arena > most.arena) || (most.memory >= 0 && *memory > most.memory);
+  }
+  // In arrival order: only the first in line may go, and nobody while a run holds the device alone.
+  if (!line.First(ticket) || line.alone) return Admit::kWait;
+  Reserved taken{0, 0, alone, memory.value_or(-1), arena.value_or(-1)};
+  if (alone) {
+    if (line.runs > 0) return Admit::kWait;  // it waits for the runs in flight to drain
+    // Shown while it runs (within the limits: the device is its own anyway).
+    const Limits limits = RunLimitsLocked(e.device, 0, false);
+    taken.bytes = limits.memory >= 0 ? std::min(memory.value_or(0), limits.memory) : memory.value_or(0);
+    taken.arena_bytes = limits.arena >= 0 ? std::min(arena.value_or(0), limits.arena) : arena.value_or(0);
+  } else {
+    taken.bytes = *memory;
+    taken.arena_bytes = *arena;
+    // When idle models' charges keep it out even with nothing else running, they go (LRU first);
+    // runs in flight are waited for, never evicted.
+    if (const int64_t b = budget(e.device); b > 0 && UsedLocked(e.device) + taken.bytes > b) {
+      (void)MakeRoomLocked(e.device, taken.bytes, e.spec.name, events);
+    }
+    const Limits limits = RunLimitsLocked(e.device, 0, false);
+    if (limits.memory >= 0 && line.reserved + taken.bytes > limits.memory) return Admit::kWait;
+    if (limits.arena >= 0 && line.arena_reserved + taken.arena_bytes > limits.arena) return Admit::kWait;
+  }
+  *reserved = taken;
+  line.reserved += taken.bytes;
+  line.arena_reserved += taken.arena_bytes;
+  ++line.runs;
+  line.alone = alone;
+  ++line.admitted;
+  e.reserved_bytes += taken.bytes;
+  e.last_run_elements = elements;
+  e.last_need_bytes = alone ? 0 : taken.bytes;
+  e.last_arena_need_bytes = alone ? 0 : taken.arena_bytes;
+  return Admit::kAdmitted;
+}
+
+void ModelPool::LeaveLineLocked(RunPlace* place) {
+  if (!place->ticket) return;
+  LineOf(place->device).Leave(place->ticket);
+  place->ticket = 0;
+  changed_.notify_all();  // the next in line may go now
+}
+
+ModelPool::Admit ModelPool::AdmitOrWaitLocked(Entry& e, const AcquireOptions& options, int64_t elements, bool retry,
+                                              PoolClock::time_point start, PoolClock::time_point deadline,
+                                              std::unique_lock<std::mutex>& lock, RunPlace* place,
+                                              Reserved* reserved, Status* failure, std::vector<PoolEvent>* events) {
+  if (place->ticket && place->device != e.device) LeaveLineLocked(place);  // reloaded elsewhere (a CUDA fallback)
+  if (!place->ticket) {
+    place->ticket = ++next_ticket_;
+    place->device = e.device;
+    LineOf(e.device).Enqueue(place->ticket, retry, e.spec.name);
+  }
+  const Admit admit = TryAdmitLocked(e, elements, place->ticket, retry, reserved, failure, events);
+  if (admit != Admit::kWait) {
+    LeaveLineLocked(place);
+    return admit;
+  }
+  // It waits for reservations to come back, in line, up to its deadline.
+  place->waited = true;
+  Line& line = LineOf(e.device);
+  const std::string& name = e.spec.name;
+  if (options.cancelled && options.cancelled()) {
+    ++line.cancelled;
+    *failure = Cancelled("model '" + name + "': the caller went away while its run waited for memory");
+    LeaveLineLocked(place);
+    return Admit::kRefused;
+  }
+  const auto now = PoolClock::now();
+  if (now >= deadline) {
+    ++line.timed_out;
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
+    *failure = Unavailable("model '" + name + "': waited " + std::to_string(ms) + " ms for memory, " +
+                           WaitReasonLocked(e, elements, retry) + "; retry later");
+    LeaveLineLocked(place);
+    return Admit::kRefused;
+  }
+  // `e` may be erased meanwhile (Remove): the caller looks it up again, and leaves the line if it is gone.
+  changed_.wait_until(lock, options.cancelled ? std::min(deadline, now + std::chrono::milliseconds(20)) : deadline);
+  return Admit::kWait;
+}
+
+void ModelPool::ReturnReservationLocked(const Lease& lease) {
+  if (lease.device_.empty()) return;
+  if (auto it = lines_.find(lease.device_); it != lines_.end()) {
+    Line& line = *it->second;
+    line.reserved -= lease.reserved_;
+    line.arena_reserved -= lease.arena_reserved_;
+    --line.runs;
+    if (lease.alone_) line.alone = false;
+  }
+  // A removed entry stays while a lease is out (Release erases it), so this is the lease's own.
+  if (auto it = entries_.find(lease.name_); it != entries_.end()) it->second->reserved_bytes -= lease.reserved_;
+}
+
+void ModelPool::StartMeasuringLocked(Entry& e, Lease& lease) {
+  // Measuring costs a few reads of /proc (~40 us here): the first calls of a model are measured,
+  // then one call in 16, so charges keep up as it runs; and a run of a size not measured yet.
+  const bool scheduled = e.calls < 8 || e.calls % 16 == 0;
+  const bool new_size = lease.run_elements_ >= 0 && (lease.alone_ || !e.need.Measured(lease.run_elements_));
+  // Alone in the process: this call's peaks are its model's own. With others out, nothing is
+  // measured (their peaks cannot be told apart).
+  if (!(scheduled || new_size) || in_flight_ != 1) return;
+  lease.measure_generation_ = generation_;
+  if (e.device == "cpu") {
+    detail::ResetPeakRss();
+    lease.rss_at_start_ = ReadRssBytes();
+    if (runtime_.policy().cpu.arena == CpuArenaMode::kShared) {
+      if (auto shared = runtime_.ReadSharedArena()) {
+        lease.arena_in_use_at_start_ = shared->in_use;
+        lease.arena_peak_at_start_ = shared->peak_in_use;
+      }
+    }
+  } else if (lease.run_elements_ >= 0 && e.session) {
+    int64_t in_use = 0;
+    for (const ArenaStats& a : e.session->ReadOwnArenas()) in_use += a.in_use;
+    lease.arena_in_use_at_start_ = in_use;
+  }
+}
+
+void ModelPool::FinishMeasuringLocked(Entry& e, const Lease& lease) {
+  const bool measured = lease.measure_generation_ && lease.measure_generation_ == generation_;
+  int64_t peak = -1;
+  if (e.device == "cpu") {
+    if (!measured) return;
+    peak = ReadPeakRssBytes() - lease.rss_at_start_;
+    // The shared arena's peak, when this run raised it: its own (it was alone), exact, and counted
+    // even where RSS did not grow (arena regions that heap pages already held).
+    if (lease.arena_peak_at_start_ >= 0) {
+      if (auto shared = runtime_.ReadSharedArena(); shared && shared->peak_in_use > lease.arena_peak_at_start_) {
+        const int64_t arena = shared->peak_in_use - lease.arena_in_use_at_start_;
+        peak = std::max(peak, arena);
+        if (lease.run_elements_ >= 0) {
+          e.arena_need.Record(lease.run_elements_, lease.retry_ ? std::max(arena, lease.arena_predicted_) : arena);
+        }
+      }
+    }
+  } else {
+    int64_t peak_in_use = 0;
+    for (const ArenaStats& a : e.session->ReadOwnArenas()) {
+      e.transient_bytes = std::max(e.transient_bytes, a.peak_in_use);
+      peak_in_use += a.peak_in_use;
+    }
+    // The arena's peak is a high-water mark over the session's life: over what was in use at the
+    // start it bounds this run's need from above.
+    if (!measured || lease.arena_in_use_at_start_ < 0) return;
+    peak = peak_in_use - lease.arena_in_use_at_start_;
+  }
+  peak = std::max<int64_t>(peak, 0);
+  e.transient_bytes = std::max(e.transient_bytes, peak);
+  if (lease.run_elements_ < 0) return;
+  // An out-of-memory retry raises the prediction to what was seen, and never lowers it.
+  e.need.Record(lease.run_elements_, lease.retry_ ? std::max(peak, lease.predicted_) : peak);
+}
+
+ModelStatus ModelPool::StatusLocked(const std::string& name, const Entry& e) const {
+  ModelStatus s{name,        e.state,         DeviceOf(e),  e.reason, ChargeOf(e), e.load_bytes, e.transient_bytes,
+                e.in_flight, e.spec.pinned,   e.loads};
+  s.need_points = e.need.points();
+  s.arena_need_points = e.arena_need.points();
+  s.last_run_elements = e.last_run_elements;
+  s.last_need_bytes = e.last_need_bytes;
+  s.last_arena_need_bytes = e.last_arena_need_bytes;
+  s.reserved_bytes = e.reserved_bytes;
+  s.out_of_memory = e.out_of_memory;
+  for (const auto& [device, line] : lines_) s.waiting_for_memory += line->WaitingFor(name);
+  return s;
+}
+
+Result<std::optional<NeedPrediction>> ModelPool::PredictNeed(const std::string& name, int64_t input_elements) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Entry* e = FindLocked(name);
+  if (!e) return NotFound("unknown model '" + name + "'");
+  const int64_t x = std::max<int64_t>(input_elements, 1);
+  const auto [memory, arena] = PredictLocked(*e, x);
+  if (!memory) return std::optional<NeedPrediction>();
+  return std::optional<NeedPrediction>(NeedPrediction{*memory, *arena, e->need.AtLeast(x), e->arena_need.AtLeast(x)});
+}
+
+std::vector<DeviceAdmission> ModelPool::Admission() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<DeviceAdmission> out;
+  auto add = [&](const std::string& device, const Line* line) {
+    DeviceAdmission d;
+    d.device = device;
+    const Limits limits = RunLimitsLocked(device, 0, false);
+    d.memory_limit_bytes = limits.memory;
+    d.arena_cap_bytes = std::max<int64_t>(limits.arena, 0);
+    if (line) {
+      d.reserved_bytes = line->reserved;
+      d.arena_reserved_bytes = line->arena_reserved;
+      d.runs = line->runs;
+      d.alone = line->alone;
+      d.waiting = static_cast<int>(line->waiting.size());
+      d.admitted = line->admitted;
+      d.waited = line->waited;
+      d.wait_seconds = line->wait_seconds;
+      d.refused = line->refused;
+      d.timed_out = line->timed_out;
+      d.cancelled = line->cancelled;
+    }
+    out.push_back(std::move(d));
+  };
+  if (!lines_.count("cpu")) add("cpu", nullptr);  // the CPU is always there, runs or not
+  for (const auto& [device, line] : lines_) add(device, line.get());
+  return out;
+}
+
+}  // namespace ebb

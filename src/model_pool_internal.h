@@ -1,0 +1,86 @@
+// Internal: what src/model_pool.cc (models, loads, leases) and
+// src/model_pool_admission.cc (runs admitted by memory) share. Everything here
+// is guarded by ModelPool::mu_.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <optional>
+#include <string>
+
+#include "ebb/model_pool.h"
+#include "ebb/run_need.h"
+
+namespace ebb {
+
+using PoolClock = std::chrono::steady_clock;
+
+struct ModelPool::Entry {
+  ModelSpec spec;
+  PoolState state = PoolState::kUnloaded;
+  std::shared_ptr<Session> session;
+  std::string device;            // resolved device once loaded
+  std::string reason;
+  int64_t file_bytes = 0;        // the provisional charge before a first load (ModelBytes)
+  int64_t load_bytes = 0;
+  int64_t transient_bytes = 0;
+  bool loaded_once = false;
+  int in_flight = 0;
+  PoolClock::time_point last_used = PoolClock::now();
+  int64_t keep_alive_ms = -1;    // effective keep-alive of the last call
+  std::optional<ModelSignature> signature;  // of the last session loaded
+  uint64_t loads = 0;
+  uint64_t calls = 0;            // leases handed out
+  bool removed = false;          // Remove()d while a lease was out: erased when the last one ends
+  // Admission by memory. A RunNeed survives evictions and reloads (it is the
+  // model's, not the session's); Add() with another file starts it afresh.
+  RunNeed need;                  // memory (RSS) a run needs
+  RunNeed arena_need;            // shared CPU arena a run needs (exact, from runs that raised its peak)
+  int64_t last_run_elements = 0;
+  int64_t last_need_bytes = 0;
+  int64_t last_arena_need_bytes = 0;
+  int64_t reserved_bytes = 0;    // by its run leases out
+  uint64_t out_of_memory = 0;
+};
+
+// The runs of one device: what they reserved, and those waiting, in arrival
+// order (out-of-memory retries ahead of the others, among themselves in order).
+struct ModelPool::Line {
+  struct Waiter {
+    uint64_t ticket = 0;
+    bool retry = false;
+    std::string model;
+  };
+  std::deque<Waiter> waiting;
+  int64_t reserved = 0;        // by runs in flight, against the budget
+  int64_t arena_reserved = 0;  // and against the shared arena's cap
+  int runs = 0;          // runs in flight with a reservation
+  bool alone = false;    // one of them holds the device alone
+  uint64_t admitted = 0, waited = 0, refused = 0, timed_out = 0, cancelled = 0;
+  double wait_seconds = 0;
+
+  void Enqueue(uint64_t ticket, bool retry, const std::string& model) {
+    auto at = waiting.end();
+    if (retry) at = std::find_if(waiting.begin(), waiting.end(), [](const Waiter& w) { return !w.retry; });
+    waiting.insert(at, Waiter{ticket, retry, model});
+  }
+  void Leave(uint64_t ticket) {
+    std::erase_if(waiting, [ticket](const Waiter& w) { return w.ticket == ticket; });
+  }
+  bool First(uint64_t ticket) const { return !waiting.empty() && waiting.front().ticket == ticket; }
+  int WaitingFor(const std::string& model) const {
+    return static_cast<int>(std::count_if(waiting.begin(), waiting.end(), [&](const Waiter& w) { return w.model == model; }));
+  }
+};
+
+namespace detail {
+
+// Resets the process's RSS high-water mark (VmHWM) so that the next reading
+// is the peak of what happens from now on.
+void ResetPeakRss();
+// Used memory of GPU `index` (NVML); 0 when unknown.
+int64_t GpuUsed(int index);
+
+}  // namespace detail
+}  // namespace ebb
