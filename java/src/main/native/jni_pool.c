@@ -51,7 +51,8 @@ static void on_event(void* user_data, const ebb_pool_event_t* e) {
 JNIEXPORT jlong JNICALL Java_dev_ebb_ModelPool_nativeCreate(JNIEnv* env, jclass cls, jlong runtime, jlong cpu_bytes,
                                                             jdouble cpu_fraction, jlong cuda_bytes,
                                                             jdouble cuda_fraction, jlong wait_ms,
-                                                            jlong keep_alive_ms) {
+                                                            jlong keep_alive_ms, jboolean memory_admission,
+                                                            jlong wait_for_memory_ms) {
   (void)cls;
   jni_pool* p = calloc(1, sizeof *p);
   ebb_pool_options_t* o = ebb_pool_options_create();
@@ -66,6 +67,7 @@ JNIEXPORT jlong JNICALL Java_dev_ebb_ModelPool_nativeCreate(JNIEnv* env, jclass 
   ebb_pool_options_set_cuda_budget(o, cuda_bytes, cuda_fraction);
   ebb_pool_options_set_wait_for_capacity_ms(o, wait_ms);
   ebb_pool_options_set_keep_alive_ms(o, keep_alive_ms);
+  ebb_pool_options_set_memory_admission(o, memory_admission, wait_for_memory_ms);
   ebb_status_t* st = ebb_pool_create(EBB_JNI_HANDLE(ebb_runtime_t, runtime), o, on_event, p, &p->pool);
   ebb_pool_options_destroy(o);
   if (ebb_jni_check(env, st)) {
@@ -151,14 +153,19 @@ static ebb_status_t* call_body(void* user_data, ebb_session_t* session) {
 
 JNIEXPORT void JNICALL Java_dev_ebb_ModelPool_nativeRunWithRecovery(JNIEnv* env, jclass cls, jlong h, jstring name,
                                                                     jboolean has_keep_alive, jlong keep_alive_ms,
-                                                                    jboolean load_on_demand, jobject body) {
+                                                                    jboolean load_on_demand, jlong run_elements,
+                                                                    jobject body) {
   (void)cls;
   ebb_jni_chars n;
   if (!ebb_jni_chars_get(env, name, &n)) return;
   const int64_t keep = keep_alive_ms;
   struct body b = {env, body, NULL};
-  ebb_status_t* st = ebb_pool_run_with_recovery(POOL(h)->pool, n.chars, has_keep_alive ? &keep : NULL, load_on_demand,
-                                                call_body, &b);
+  /* run_elements < 0: not given (AcquireOptions.runElements), nothing reserved. */
+  ebb_status_t* st = run_elements >= 0 ? ebb_pool_run_admitted(POOL(h)->pool, n.chars, has_keep_alive ? &keep : NULL,
+                                                               load_on_demand, run_elements, call_body, &b)
+                                       : ebb_pool_run_with_recovery(POOL(h)->pool, n.chars,
+                                                                    has_keep_alive ? &keep : NULL, load_on_demand,
+                                                                    call_body, &b);
   ebb_jni_chars_release(env, &n);
   if (b.escaped) {
     ebb_status_destroy(st);

@@ -38,7 +38,7 @@ public final class ModelPool extends NativeObject {
     long rt = runtime.use();
     try {
       return nativeCreate(rt, o.cpuBudgetBytes, o.cpuBudgetFraction, o.cudaBudgetBytes, o.cudaBudgetFraction,
-                          o.waitForCapacityMs, o.keepAliveMs);
+                          o.waitForCapacityMs, o.keepAliveMs, o.memoryAdmission, o.waitForMemoryMs);
     } finally {
       runtime.done();
     }
@@ -98,7 +98,11 @@ public final class ModelPool extends NativeObject {
    * Calls `body` with the model held and returns its result. If it throws {@link
    * ResourceExhaustedException}, the broken session and every idle model are evicted, memory is
    * trimmed, and `body` runs once more on a fresh load; a second failure is thrown. The session
-   * passed to `body` is valid during the call only.
+   * passed to `body` is valid during the call only. With admission by memory on ({@link
+   * PoolOptions#memoryAdmission}) and {@link AcquireOptions#runElements} given, the run's predicted
+   * need is reserved first (it may wait for memory: {@link UnavailableException} when the wait
+   * passed its deadline, {@link ResourceExhaustedException} at once when it could never fit), and
+   * the retry runs alone, after the runs in flight drained.
    */
   public <T> T runWithRecovery(String name, Function<Session, T> body) {
     return runWithRecovery(name, new AcquireOptions(), body);
@@ -109,7 +113,8 @@ public final class ModelPool extends NativeObject {
     long h = use();
     try {
       nativeRunWithRecovery(h, name, options.keepAliveMs != null,
-                            options.keepAliveMs != null ? options.keepAliveMs : 0, options.loadOnDemand, call);
+                            options.keepAliveMs != null ? options.keepAliveMs : 0, options.loadOnDemand,
+                            options.runElements, call);
     } catch (EbbException e) {
       if (call.error != null) throw call.error; // the body's own exception, not its translation
       throw e;
@@ -254,14 +259,15 @@ public final class ModelPool extends NativeObject {
   }
 
   private static native long nativeCreate(long runtime, long cpuBytes, double cpuFraction, long cudaBytes,
-                                          double cudaFraction, long waitMs, long keepAliveMs);
+                                          double cudaFraction, long waitMs, long keepAliveMs,
+                                          boolean memoryAdmission, long waitForMemoryMs);
   private static native void nativeAdd(long pool, String name, String path, String device, int strict,
                                        boolean pinned, boolean hasKeepAlive, long keepAliveMs);
   private static native boolean nativeContains(long pool, String name);
   private static native long nativeAcquire(long pool, String name, boolean hasKeepAlive, long keepAliveMs,
                                            boolean loadOnDemand);
   private static native void nativeRunWithRecovery(long pool, String name, boolean hasKeepAlive, long keepAliveMs,
-                                                   boolean loadOnDemand, Body<?> body);
+                                                   boolean loadOnDemand, long runElements, Body<?> body);
   private static native void nativeCall(long pool, int which, String name);
   private static native long nativeBytes(long pool, String device, boolean used);
   private static native Object[] nativeEvents(long pool);

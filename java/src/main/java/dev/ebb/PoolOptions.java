@@ -4,7 +4,8 @@ package dev.ebb;
  * Options of a {@link ModelPool} (ebb::PoolOptions), with its defaults: the CPU budget (0 bytes:
  * 75% of physical memory), the CUDA budget per device (0 bytes: 90% of the device), how long an
  * acquire waits for leases to come back (0: fail at once), and the default keep-alive (-1: never
- * unload; 0: unload after each lease). A plain value; the setters return this.
+ * unload; 0: unload after each lease), and admission by memory (off). A plain value; the setters
+ * return this.
  */
 public final class PoolOptions {
   long cpuBudgetBytes = 0;
@@ -13,6 +14,8 @@ public final class PoolOptions {
   double cudaBudgetFraction = 0.9;
   long waitForCapacityMs = 0;
   long keepAliveMs = -1;
+  boolean memoryAdmission = false;
+  long waitForMemoryMs = 0;
 
   public PoolOptions cpuBudget(long bytes) {
     this.cpuBudgetBytes = bytes;
@@ -41,6 +44,19 @@ public final class PoolOptions {
 
   public PoolOptions keepAliveMs(long ms) {
     this.keepAliveMs = ms;
+    return this;
+  }
+
+  /**
+   * Admission by memory (off by default, as in the C API): a {@link ModelPool#runWithRecovery} given
+   * {@link AcquireOptions#runElements} reserves its model's predicted need before its body runs and
+   * waits, in arrival order, up to {@code waitForMemoryMs} (0: a minute) for the runs in flight to
+   * return theirs; a run predicted larger than the device allows even alone fails at once with
+   * {@link ResourceExhaustedException}. A charge is then what a model holds loaded.
+   */
+  public PoolOptions memoryAdmission(boolean on, long waitForMemoryMs) {
+    this.memoryAdmission = on;
+    this.waitForMemoryMs = waitForMemoryMs;
     return this;
   }
 }
