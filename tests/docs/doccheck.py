@@ -45,6 +45,7 @@ import re
 import shlex
 import subprocess
 import tempfile
+import threading
 
 NUMBER = r"-?[0-9]+(?:\.[0-9]+)?"
 MARKER = re.compile(r"^<!--\s*check(?::\s*(?P<options>.*?))?\s*-->\s*$")
@@ -291,6 +292,8 @@ def start_server(ctx: Context, timeout: float = 120) -> subprocess.Popen:
             break
     else:
         raise RuntimeError("ebb serve ended before printing its hint:\n" + "\n".join(lines))
+    # The rest of its output is drained, so that a full pipe never blocks it.
+    threading.Thread(target=lambda: [None for _ in server.stdout], daemon=True).start()
     root = str((ctx.source / "models").resolve())
     ctx.startup = "\n".join(line.replace(root, ".../models") for line in lines)
     return server
