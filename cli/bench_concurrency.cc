@@ -28,6 +28,7 @@
 #include <thread>
 
 #include "bench.h"
+#include "bench_goals.h"
 #include "ebb/model_pool.h"
 #include "spawn_self.h"
 
@@ -207,7 +208,12 @@ int BenchConcurrency(const ConcurrencyOptions& given) {
     }
     points.push_back(point);
   }
-  bool no_failures = true, reserved_within_cap = true, rss_within = true, fast_enough = true;
+  // Each goal checked at every N (value per "N=<clients>").
+  Goals::Multi no_failures{"admission: failed runs at each N", 0, "<="};
+  Goals::Multi reserved_within_cap{"admission: peak arena reserved / the cap at each N", 1, "<="};
+  Goals::Multi rss_within{"admission: peak RSS / (loaded model's RSS + cap) x 1.10 at each N", 1, "<="};
+  Goals::Multi fast_enough{"admission's throughput / the better of serial and uncapped (median of the rounds' ratios)",
+                           0.9, ">="};
   for (json& point : points) {
     const json& a = point["admission"];
     const auto admitted = a["throughput_rps_rounds"].get<std::vector<double>>();
@@ -220,31 +226,34 @@ int BenchConcurrency(const ConcurrencyOptions& given) {
     point["admission_throughput_vs_best_baseline_rounds"] = ratios;
     point["admission_throughput_vs_best_baseline"] = ratio;
     point["admission_peak_rss_bound"] = rss_bound;
-    no_failures &= a["failures"].get<int>() == 0;
-    reserved_within_cap &= a["peak_arena_reserved"].get<int64_t>() <= o.cap_bytes;
-    rss_within &= static_cast<double>(a["peak_rss"].get<int64_t>()) <= rss_bound;
-    fast_enough &= ratio >= 0.9;
+    const std::string where = "N=" + std::to_string(point["clients"].get<int>());
+    no_failures.Add(where, a["failures"].get<double>());
+    reserved_within_cap.Add(where, a["peak_arena_reserved"].get<double>() / static_cast<double>(o.cap_bytes));
+    rss_within.Add(where, a["peak_rss"].get<double>() / rss_bound);
+    fast_enough.Add(where, ratio);
   }
-  PrintJson({{"model", o.model},
-             {"input_shape", {1, 3, o.side, o.side}},
-             {"cap_bytes", o.cap_bytes},
-             {"rounds", o.rounds},
-             {"runs_per_round", "each client once, at least 8 runs (N = 1: 8 in a row, N = 2: 4 each, N = 4: 2 each); serial: 8"},
-             {"throughput", "successful runs per second, the median of the mode's rounds"},
-             {"baseline", "per round, the better of serial and uncapped of that round; the median of the ratios"},
-             {"modes",
-              {{"admission", "the cap, admission by memory (the default)"},
-               {"admission_off", "the cap, admission off (the behaviour before it)"},
-               {"uncapped", "no cap (half the machine's memory), admission off"},
-               {"serial", "one run at a time, no cap, admission off"}}},
-             {"points", points},
-             {"seconds", (NowMs() - start) / 1000},
-             {"goals",
-              {{"admission_zero_failures", no_failures},
-               {"admission_peak_arena_reserved_within_cap", reserved_within_cap},
-               {"admission_peak_rss_within_loaded_plus_cap_plus_10_percent", rss_within},
-               {"admission_throughput_at_least_0_9x_best_of_serial_and_uncapped", fast_enough}}}});
-  return 0;
+  Goals goals;
+  const std::string none = "no client count was measured";
+  goals.Add("admission_zero_failures", no_failures, none);
+  goals.Add("admission_peak_arena_reserved_within_cap", reserved_within_cap, none);
+  goals.Add("admission_peak_rss_within_loaded_plus_cap_plus_10_percent", rss_within, none);
+  goals.Add("admission_throughput_at_least_0_9x_best_of_serial_and_uncapped", fast_enough, none);
+  return goals.Finish(
+      {{"model", o.model},
+       {"input_shape", {1, 3, o.side, o.side}},
+       {"cap_bytes", o.cap_bytes},
+       {"rounds", o.rounds},
+       {"runs_per_round",
+        "each client once, at least 8 runs (N = 1: 8 in a row, N = 2: 4 each, N = 4: 2 each); serial: 8"},
+       {"throughput", "successful runs per second, the median of the mode's rounds"},
+       {"baseline", "per round, the better of serial and uncapped of that round; the median of the ratios"},
+       {"modes",
+        {{"admission", "the cap, admission by memory (the default)"},
+         {"admission_off", "the cap, admission off (the behaviour before it)"},
+         {"uncapped", "no cap (half the machine's memory), admission off"},
+         {"serial", "one run at a time, no cap, admission off"}}},
+       {"points", points},
+       {"seconds", (NowMs() - start) / 1000}});
 }
 
 }  // namespace ebb::cli

@@ -18,6 +18,7 @@
 #include <random>
 
 #include "bench.h"
+#include "bench_goals.h"
 #include "http/protocol.h"
 
 namespace ebb::cli {
@@ -93,8 +94,9 @@ int BenchJson(const BenchOptions& options) {
   if (!decoded.ok()) return Fail(decoded.status());
   const Tensor& tensor = decoded->request.inputs[0].tensor;
   std::vector<float> old_values;
-  if (!DecodeOld(body, &old_values) || old_values.size() != static_cast<size_t>(count) ||
-      std::memcmp(old_values.data(), tensor.data(), tensor.byte_size()) != 0) {
+  const bool same_values = DecodeOld(body, &old_values) && old_values.size() == static_cast<size_t>(count) &&
+                           std::memcmp(old_values.data(), tensor.data(), tensor.byte_size()) == 0;
+  if (!same_values) {
     std::fprintf(stderr, "ebb: error: the old and the new decoder disagree\n");
     return 1;
   }
@@ -135,30 +137,28 @@ int BenchJson(const BenchOptions& options) {
 
   const double speedup = old_ms / json_ms;
   const double json_peak_per_byte = static_cast<double>(json_peak) / size;
-  json j = {
-      {"elements", count},
-      {"body_bytes", body.size()},
-      {"binary_body_bytes", binary.size()},
-      {"rounds", iterations},
-      {"copy", Figures(copy_ms, body.size())},
-      {"json_decode", Figures(json_ms, body.size())},
-      {"json_decode_old_tree", Figures(old_ms, body.size())},
-      {"binary_decode", Figures(binary_ms, binary.size())},
-      {"json_over_binary_ms", json_ms - binary_ms},
-      {"speedup_over_old", speedup},
-      {"peak_memory",
-       {{"measure", "growth of VmHWM (RSS high-water mark) during one decode, after malloc_trim and clear_refs"},
-        {"copy_bytes", copy_peak},
-        {"json_decode_bytes", json_peak},
-        {"json_decode_old_tree_bytes", old_peak},
-        {"json_decode_per_body_byte", json_peak_per_byte},
-        {"json_decode_old_tree_per_body_byte", static_cast<double>(old_peak) / size}}},
-      {"goals",
-       {{"throughput_at_least_10x_old", speedup >= 10},
-        {"peak_memory_at_most_3x_body", json_peak_per_byte <= 3},
-        {"same_values_as_old", true}}}};
-  PrintJson(j);
-  return 0;
+  json j = {{"elements", count},
+            {"body_bytes", body.size()},
+            {"binary_body_bytes", binary.size()},
+            {"rounds", iterations},
+            {"copy", Figures(copy_ms, body.size())},
+            {"json_decode", Figures(json_ms, body.size())},
+            {"json_decode_old_tree", Figures(old_ms, body.size())},
+            {"binary_decode", Figures(binary_ms, binary.size())},
+            {"json_over_binary_ms", json_ms - binary_ms},
+            {"speedup_over_old", speedup},
+            {"peak_memory",
+             {{"measure", "growth of VmHWM (RSS high-water mark) during one decode, after malloc_trim and clear_refs"},
+              {"copy_bytes", copy_peak},
+              {"json_decode_bytes", json_peak},
+              {"json_decode_old_tree_bytes", old_peak},
+              {"json_decode_per_body_byte", json_peak_per_byte},
+              {"json_decode_old_tree_per_body_byte", static_cast<double>(old_peak) / size}}}};
+  Goals goals;
+  goals.AtLeast("throughput_at_least_10x_old", speedup, 10, "old decoder's median time / the new one's");
+  goals.AtMost("peak_memory_at_most_3x_body", json_peak_per_byte, 3, "VmHWM growth of one decode / body bytes");
+  goals.Holds("same_values_as_old", same_values);
+  return goals.Finish(j);
 }
 
 }  // namespace ebb::cli

@@ -31,6 +31,7 @@
 #include <thread>
 
 #include "bench.h"
+#include "bench_goals.h"
 #include "core/modelmesh.h"
 #include "grpc_service.grpc.pb.h"
 #include "model-runtime.grpc.pb.h"
@@ -278,12 +279,16 @@ int BenchModelMesh(const ModelMeshBenchOptions& options) {
     rows.push_back(m->row);
   }
   fs::remove_all(repository, ec);
-  PrintJson(
-      {{"benchmark", "modelmesh"},
-       {"predict", {{"factor", server::kPredictFactor}, {"base_bytes", server::kPredictBaseBytes}}},
-       {"models", rows},
-       {"goals", {{"predicted_ge_actual", conservative}, {"reported_within_20pct", within}, {"missed_by", misses}}}});
-  return 0;
+  Goals goals;
+  const std::string none = "no model was measured";
+  goals.Holds("predicted_ge_actual", rows.empty() ? std::nullopt : std::optional<bool>(conservative),
+              rows.empty() ? none : "");
+  goals.Holds("reported_within_20pct", rows.empty() ? std::nullopt : std::optional<bool>(within),
+              rows.empty() ? none : "");
+  return goals.Finish({{"benchmark", "modelmesh"},
+                       {"predict", {{"factor", server::kPredictFactor}, {"base_bytes", server::kPredictBaseBytes}}},
+                       {"models", rows},
+                       {"missed_by", misses}});
 }
 
 }  // namespace ebb::cli

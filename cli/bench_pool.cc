@@ -6,6 +6,7 @@
 #include <map>
 
 #include "bench.h"
+#include "bench_goals.h"
 #include "ebb/model_pool.h"
 
 namespace ebb::cli {
@@ -151,20 +152,21 @@ int BenchSwitch(const BenchOptions& options) {
   }
   RemoveVariants(*paths);
   const auto& lru = strategies["budget_lru"];
-  PrintJson({{"model", model},
-             {"models", models},
-             {"rounds", rounds},
-             {"pattern", "m0 m1 m0 m2 ... (the first model in every other request)"},
-             {"input_shape", {1, 3, side, side}},
-             {"measured_charge_bytes", charge},
-             {"budget_bytes", budget},
-             {"strategies", strategies},
-             {"goals",
-              {{"budget_lru_no_failures", lru["failures"] == 0},
-               {"budget_lru_peak_within_budget", lru["peak_rss_over_start"].get<int64_t>() <= budget},
-               {"budget_lru_faster_than_destroy_on_switch",
-                lru["total_ms"].get<double>() < strategies["destroy_on_switch"]["total_ms"].get<double>()}}}});
-  return 0;
+  Goals goals;
+  goals.AtMost("budget_lru_no_failures", lru["failures"].get<double>(), 0, "failed requests");
+  goals.AtMost("budget_lru_peak_within_budget", lru["peak_rss_over_start"].get<double>() / static_cast<double>(budget),
+               1, "peak RSS over start / budget");
+  goals.Below("budget_lru_faster_than_destroy_on_switch",
+              lru["total_ms"].get<double>() / strategies["destroy_on_switch"]["total_ms"].get<double>(), 1,
+              "total time, budget_lru / destroy_on_switch");
+  return goals.Finish({{"model", model},
+                       {"models", models},
+                       {"rounds", rounds},
+                       {"pattern", "m0 m1 m0 m2 ... (the first model in every other request)"},
+                       {"input_shape", {1, 3, side, side}},
+                       {"measured_charge_bytes", charge},
+                       {"budget_bytes", budget},
+                       {"strategies", strategies}});
 }
 
 int BenchSessions(const BenchOptions& given) {
@@ -204,15 +206,15 @@ int BenchSessions(const BenchOptions& given) {
                       {"shared_reserved", totals[true][static_cast<size_t>(n)]}});
     under_cap &= totals[true][static_cast<size_t>(n)] <= static_cast<int64_t>(cap);
   }
-  PrintJson({{"model", options.model},
-             {"input_shape", {1, 3, side, side}},
-             {"cap_bytes", cap},
-             {"points", points},
-             {"goals",
-              {{"shared_under_cap", under_cap},
-               {"shared_flat_within_1_mib", totals[true].back() <= totals[true].front() + (1 << 20)},
-               {"per_session_grows", totals[false].back() > 4 * totals[false].front()}}}});
-  return 0;
+  Goals goals;
+  goals.Holds("shared_under_cap", under_cap);
+  goals.AtMost("shared_flat_within_1_mib", static_cast<double>(totals[true].back() - totals[true].front()) / (1 << 20),
+               1, "MiB the shared arena grew from 1 to " + std::to_string(max_sessions) + " sessions");
+  goals.Above("per_session_grows",
+              static_cast<double>(totals[false].back()) / static_cast<double>(totals[false].front()), 4,
+              "per-session arenas' reserved bytes, " + std::to_string(max_sessions) + " sessions / 1");
+  return goals.Finish(
+      {{"model", options.model}, {"input_shape", {1, 3, side, side}}, {"cap_bytes", cap}, {"points", points}});
 }
 
 }  // namespace ebb::cli

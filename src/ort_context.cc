@@ -9,6 +9,7 @@
 #include <mutex>
 #include <regex>
 
+#include "ebb/tensor.h"
 #include "log.h"
 
 namespace ebb::detail {
@@ -248,6 +249,9 @@ void RuntimeContext::set_cuda_unavailable(const std::string& reason) {
 }
 
 void RuntimeContext::TrimHeap(bool force) {
+  // Every path that gives memory back comes here (a releasing run, Runtime::Trim, an operation that
+  // failed or was cancelled, an unload): the output buffers kept for the next run go too.
+  OutputBuffers::Drop();
   if (!policy_.trim_heap_after_release) return;
   if (!force) {
     if (std::optional<ArenaStats> shared = ReadSharedArena()) {

@@ -228,16 +228,21 @@ bool LeaveArenas(SessionState& s, const RunRecord& record, const std::vector<boo
 // One ORT run. With `known` output shapes the outputs are written into
 // caller-owned tensors; without, ORT allocates them and they are copied out
 // (and their shapes remembered for the next run with these input shapes).
-// ORT's output Values are freed before returning, so before the arenas are left.
-Status RunOnce(SessionState& s, const std::string& model, const PreparedInputs& in, const std::vector<size_t>& out_index,
-               const std::string& shrink_spec, const std::vector<Shape>* known, std::vector<Tensor>* results) {
+// ORT's output Values are freed before returning, so before the arenas are left. With
+// `reuse_buffers` (a run that does not end its operation) the caller-owned tensors take their
+// bytes from detail::OutputBuffers: the buffers the operation's previous outputs gave back.
+Status RunOnce(SessionState& s, const std::string& model, const PreparedInputs& in,
+               const std::vector<size_t>& out_index, const std::string& shrink_spec, const std::vector<Shape>* known,
+               bool reuse_buffers, std::vector<Tensor>* results) {
   results->clear();
   std::vector<const char*> out_names;
   for (size_t i : out_index) out_names.push_back(s.output_names[i]);
   std::vector<Ort::Value> values(known ? 0 : out_index.size());
   try {
     for (size_t i = 0; known && i < out_index.size(); ++i) {
-      results->emplace_back(s.outputs[out_index[i]].type, (*known)[out_index[i]]);
+      const DataType type = s.outputs[out_index[i]].type;
+      const Shape& shape = (*known)[out_index[i]];
+      results->push_back(reuse_buffers ? NewOutputTensor(type, shape) : Tensor(type, shape));
       values.push_back(WrapTensor(results->back()));
     }
   } catch (const std::bad_alloc&) {
@@ -284,6 +289,7 @@ std::function<bool()> MakeBareOrtRun(Session& session, const std::vector<NamedTe
 SessionState::~SessionState() {
   session.reset();
   model_bytes.reset();
+  OutputBuffers::Drop();
   if (ctx) ctx->TrimHeap(/*force=*/true);
 }
 
@@ -363,7 +369,11 @@ Result<std::vector<NamedTensor>> Session::Run(const std::vector<NamedTensor>& in
   std::vector<Tensor> results;
   std::vector<Shape> known;
   bool preallocate = detail::KnownOutputShapes(s, prepared.shapes, &known);
-  Status status = detail::RunOnce(s, name_, prepared, out_index, record.release_spec, preallocate ? &known : nullptr, &results);
+  // Outputs of a run that ends no operation are written into the buffers earlier ones gave back; a
+  // releasing run's are not (they outlive the release, and their buffers go back to the OS).
+  const bool reuse_buffers = !record.release_wanted;
+  Status status = detail::RunOnce(s, name_, prepared, out_index, record.release_spec, preallocate ? &known : nullptr,
+                                  reuse_buffers, &results);
   if (!status.ok() && preallocate && status.code() != StatusCode::kResourceExhausted) {
     // The shapes written into may be wrong: a cached one (data-dependent outputs), or one the
     // model declares (a wrong declaration, which plain ORT runs). Run once more with ORT's
@@ -371,7 +381,7 @@ Result<std::vector<NamedTensor>> Session::Run(const std::vector<NamedTensor>& in
     const bool declared = s.static_output_shapes;
     if (!declared) s.shape_cache_usable = false;
     preallocate = false;
-    status = detail::RunOnce(s, name_, prepared, out_index, record.release_spec, nullptr, &results);
+    status = detail::RunOnce(s, name_, prepared, out_index, record.release_spec, nullptr, reuse_buffers, &results);
     if (status.ok() && declared && s.static_output_shapes.exchange(false)) {
       detail::LogWarning("model '" + name_ + "' declares output shapes its runs do not have; its outputs are " +
                          "allocated by ONNX Runtime from now on");
@@ -380,6 +390,7 @@ Result<std::vector<NamedTensor>> Session::Run(const std::vector<NamedTensor>& in
   record.outputs_preallocated = preallocate;
   const bool trim = detail::LeaveArenas(s, record, carried, /*outputs_pinned=*/!preallocate);
   --s.in_flight;
+  if (record.release_wanted) detail::OutputBuffers::Drop();  // the operation ends: its kept buffers go too
   if (trim) {
     record.trimmed = true;
     if (Status st = s.ctx->TrimSharedArena(); !st.ok() && status.ok()) status = st;

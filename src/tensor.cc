@@ -119,6 +119,17 @@ Tensor::Tensor(DataType type, Shape shape)
 Tensor::Tensor(DataType type, Shape shape, size_t byte_size)
     : type_(type), shape_(std::move(shape)), size_(byte_size), data_(new std::byte[size_]) {}
 
+Tensor detail::NewOutputTensor(DataType type, Shape shape) {
+  Tensor t;
+  t.type_ = type;
+  t.shape_ = std::move(shape);
+  t.size_ = static_cast<size_t>(ElementCount(t.shape_)) * ElementSize(type);
+  uint64_t epoch = 0;
+  std::byte* data = OutputBuffers::Take(t.size_, &epoch);
+  t.data_ = std::unique_ptr<std::byte[], TensorDeleter>(data, TensorDeleter{true, t.size_, epoch});
+  return t;
+}
+
 Tensor Tensor::Borrow(DataType type, Shape shape, std::byte* data) {
   Tensor t;
   t.type_ = type;

@@ -1,6 +1,7 @@
 // The run boundary on real ONNX Runtime, measured with ORT's own allocator
 // statistics and the process RSS.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <cstdio>
@@ -117,6 +118,58 @@ TEST_F(RunBoundaryTest, MultiRunOperationReleasesOnlyOnItsLastRun) {
   EXPECT_EQ(records.back().release_spec, "cpu:0");
   EXPECT_GT(after.back().shrinks, start.shrinks);
   EXPECT_LE(after.back().reserved, start.reserved + kMiB);
+}
+
+// The outputs of a run that ends no operation are written into the buffer the previous output gave
+// back, not into fresh pages (a page fault per 4 KiB: plain ORT writes into its warm arena); the
+// release at the operation's end frees what is kept, and an output taken before it is not kept.
+TEST_F(RunBoundaryTest, MidOperationOutputsReuseTheBufferThePreviousOneGaveBack) {
+  Start();
+  constexpr int64_t kSmall = 256;  // the output: [1,3,256,256] FP32, 768 KiB
+  constexpr size_t kOutputBytes = 3 * kSmall * kSmall * sizeof(float);
+  ASSERT_TRUE(RunOnce(true, nullptr, kSmall).ok());  // learns the output shape; ends with a release
+  ASSERT_EQ(detail::OutputBuffers::kept_bytes(), 0u);
+  const std::byte* previous = nullptr;
+  Tensor first;
+  {
+    auto out = RunOnce(false, nullptr, kSmall);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    ASSERT_EQ((*out)[0].tensor.byte_size(), kOutputBytes);
+    previous = (*out)[0].tensor.data();
+    first = (*out)[0].tensor.Clone();
+  }
+  EXPECT_EQ(detail::OutputBuffers::kept_bytes(), kOutputBytes) << "the freed output is kept for the next run";
+  const std::vector<NamedTensor> input = ImageInput(kSmall, kSmall, 1);  // made before: its pages are not the run's
+  RunFlags mid_operation;
+  mid_operation.ends_operation = false;
+  rusage before{}, after{};
+  getrusage(RUSAGE_SELF, &before);
+  auto again = session_->Run(input, mid_operation);
+  getrusage(RUSAGE_SELF, &after);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ((*again)[0].tensor.data(), previous) << "written into the buffer given back";
+  EXPECT_TRUE((*again)[0].tensor.BitwiseEquals(first));
+  EXPECT_EQ(detail::OutputBuffers::kept_bytes(), 0u);
+  EXPECT_LT(after.ru_minflt - before.ru_minflt, static_cast<long>(kOutputBytes / 4096 / 2))
+      << "a run into a warm buffer faults in far fewer pages than its output has";
+  again->clear();  // gives the buffer back
+  EXPECT_EQ(detail::OutputBuffers::kept_bytes(), kOutputBytes);
+
+  auto held = RunOnce(false, nullptr, kSmall);  // still held by the caller when the operation ends
+  ASSERT_TRUE(held.ok());
+  auto last = RunOnce(true, nullptr, kSmall);
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(detail::OutputBuffers::kept_bytes(), 0u) << "the release frees what was kept";
+  held->clear();
+  last->clear();
+  EXPECT_EQ(detail::OutputBuffers::kept_bytes(), 0u) << "outputs taken before the release are freed, not kept";
+
+  // An operation ended by Runtime::Trim (a failed or cancelled one, a Python block left by an
+  // exception) gives the kept buffers back too.
+  ASSERT_TRUE(RunOnce(false, nullptr, kSmall).ok());  // its output freed at once: kept
+  EXPECT_EQ(detail::OutputBuffers::kept_bytes(), kOutputBytes);
+  ASSERT_TRUE(runtime_->Trim().ok());
+  EXPECT_EQ(detail::OutputBuffers::kept_bytes(), 0u) << "Runtime::Trim frees what was kept";
 }
 
 TEST_F(RunBoundaryTest, SessionWithoutShrinkableArenaRunsPlainly) {

@@ -63,14 +63,43 @@ int64_t ElementCount(const Shape& shape);
 // "[1,3,224,224]"
 std::string ShapeToString(const Shape& shape);
 
+class Tensor;
+
 namespace detail {
-// Frees a tensor's bytes unless they are borrowed (Tensor::Borrow).
+// Output buffers of the run boundary (src/output_buffers.cc): a run that does not end its operation
+// writes its outputs into buffers that the tensors give back here when freed, so that the next run
+// of the operation writes into memory already touched instead of paying a page fault per 4 KiB page
+// of a fresh mmap (plain ORT writes into its warm arena). Buffers of 128 KiB and more are kept, a
+// few and at most 256 MiB; every release frees them all, and a buffer taken before a release is
+// freed, not kept, when its tensor goes. Thread-safe.
+struct OutputBuffers {
+  // A buffer of `bytes` (a kept one of that size, else a new one); *epoch = the releases seen.
+  static std::byte* Take(size_t bytes, uint64_t* epoch);
+  // Keeps `data` for the next Take when no release came since it was taken, else frees it.
+  static void Give(std::byte* data, size_t bytes, uint64_t epoch) noexcept;
+  // Frees every kept buffer (at a release, an unload).
+  static void Drop() noexcept;
+  static size_t kept_bytes();
+};
+
+// Frees a tensor's bytes unless they are borrowed (Tensor::Borrow); an output buffer of the run
+// boundary goes back to OutputBuffers.
 struct TensorDeleter {
   bool owned = true;
+  size_t output_buffer_bytes = 0;  // non-zero: from OutputBuffers::Take
+  uint64_t epoch = 0;
   void operator()(std::byte* p) const noexcept {
-    if (owned) delete[] p;
+    if (!owned) return;
+    if (output_buffer_bytes) {
+      OutputBuffers::Give(p, output_buffer_bytes, epoch);
+    } else {
+      delete[] p;
+    }
   }
 };
+
+// A tensor of `type` and `shape` (not kBytes) whose storage comes from OutputBuffers.
+Tensor NewOutputTensor(DataType type, Shape shape);
 }  // namespace detail
 
 // BYTES tensors: the buffer holds the elements in row-major order, each as a
@@ -139,6 +168,7 @@ class Tensor {
 
  private:
   Tensor(DataType type, Shape shape, size_t byte_size);
+  friend Tensor detail::NewOutputTensor(DataType type, Shape shape);
 
   DataType type_ = DataType::kFloat32;
   Shape shape_;

@@ -432,7 +432,8 @@ def run_benches(root, env, dry_run, deadline, log, save):
             say(f"{name}: fail")
             continue
         goals = data.get("goals", {})
-        unmet = [g for g, ok in goals.items() if not ok]
+        # Each goal is {"value", "limit", "op", "met"}; met is null when it was not measured.
+        unmet = [g for g, goal in goals.items() if not (goal.get("met") if isinstance(goal, dict) else goal)]
         if dry_run:
             status, message = "skip", f"dry run: ran on {data.get('device')}, goals not judged"
         elif data.get("device") != "cuda:0":

@@ -72,7 +72,11 @@ uint64_t WriteDeadlines::Watch(grpc_call* call, Clock::time_point when) {
     std::lock_guard<std::mutex> lock(mu_);
     id = next_id_++;
     entries_.emplace(id, Entry{call, when});
-    earliest = by_time_.empty() || when < by_time_.begin()->first;
+    // The watching thread is woken only when it would wake too late: it sleeps until wake_at_ (the
+    // earliest deadline it knew of; forever with none), so a deadline after that is found when it
+    // wakes. Calls one after another then cost no thread wake-up each (a 30 s deadline armed, then
+    // forgotten, leaves wake_at_ in place until it passes).
+    earliest = when < wake_at_;
     by_time_.emplace(when, id);
   }
   if (earliest) changed_.notify_one();
@@ -107,11 +111,13 @@ void WriteDeadlines::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     if (by_time_.empty()) {
+      wake_at_ = Clock::time_point::max();
       changed_.wait(lock);
       continue;
     }
     const Clock::time_point when = by_time_.begin()->first;
     if (Clock::now() < when) {
+      wake_at_ = when;
       changed_.wait_until(lock, when);
       continue;
     }

@@ -85,6 +85,8 @@ class WriteDeadlines {
   uint64_t next_id_ = 1;                                // guarded by mu_
   uint64_t fired_ = 0;                                  // guarded by mu_
   bool stopping_ = false;                               // guarded by mu_
+  // When the watching thread wakes next (max: not before it is notified); guarded by mu_.
+  Clock::time_point wake_at_ = Clock::time_point::min();
   std::thread thread_;
 };
 
