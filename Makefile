@@ -38,6 +38,7 @@ bench: build
 	$(BUILD)/ebb bench footprint --json
 	$(BUILD)/ebb bench modelmesh --json
 	$(BUILD)/ebb bench concurrency --json
+	$(BUILD)/ebb bench stream --json
 	PYTHONPATH=$(BUILD)/python /usr/bin/python3 python/bench/bench_python.py --json
 
 # The Java binding's cost over the C++ run boundary (goal <= 1.05) and the 50-session arena figures,

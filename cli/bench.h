@@ -72,6 +72,8 @@ int BenchFloor(const BenchOptions& options);
 int BenchRelease(const BenchOptions& options);
 int BenchHttp(const BenchOptions& options);
 int BenchGrpc(const BenchOptions& options);
+// `ebb bench stream`: operations sent as many requests, under each release mode (bench_stream.cc).
+int BenchStream(const BenchOptions& options);
 int BenchSwitch(const BenchOptions& options);
 int BenchSessions(const BenchOptions& options);
 int BenchJson(const BenchOptions& options);

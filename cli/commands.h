@@ -33,6 +33,9 @@ int RunImages(const RunOptions& options);
 
 struct ServeOptions {
   CommonOptions common;
+  // --release: the policy's release mode for the server ("" = the policy
+  // file's when it sets one, else idle; see ServePolicy in serve.cc).
+  std::string release;
   std::string repository = "models";
   bool load_all = true;        // load every model at start-up
   bool load_on_demand = true;  // a request to an unloaded model loads it

@@ -28,6 +28,10 @@ void DescribePolicy(const MemoryPolicy& policy, Runtime& runtime) {
       std::printf("  models stay loaded; their inference memory is never given back: an arena keeps what its "
                   "runs grew it to (ORT's own behaviour)\n");
       break;
+    case ReleaseMode::kIdle:
+      std::printf("  models stay loaded; their inference memory goes back once no run has ended for %d ms\n",
+                  policy.idle_release_ms);
+      break;
   }
   switch (policy.cpu.arena) {
     case CpuArenaMode::kShared: {

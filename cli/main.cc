@@ -160,6 +160,19 @@ int main(int argc, char** argv) {
                         "longest a request waits for a worker and for memory together, then 503")
       ->check(CLI::Range(int64_t{1}, ebb::kMaxWaitForCapacityMs))
       ->capture_default_str();
+  serve_cmd->add_option("--release", serve.release,
+                        "when inference memory goes back: idle (default, unless --policy sets release: once no "
+                        "request has run for the policy's idle_release_ms), operation_end (after every request, "
+                        "or at a sequence's end), never, every_run");
+  serve_cmd->add_option("--max-sequences", serve.service.sequences.max_open,
+                        "sequences of requests (parameters sequence_id/start/end) open at once; one more start: 503")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  int64_t sequence_timeout_ms = serve.service.sequences.idle_timeout.count();
+  serve_cmd->add_option("--sequence-timeout-ms", sequence_timeout_ms,
+                        "a sequence with no request for this long is ended by the server and its memory released")
+      ->check(CLI::Range(int64_t{1}, ebb::kMaxWaitForCapacityMs))
+      ->capture_default_str();
   bool no_memory_admission = false;
   serve_cmd->add_flag("--no-memory-admission", no_memory_admission,
                       "admit runs by the worker count only (the behaviour before admission by memory; to compare)");
@@ -242,6 +255,9 @@ int main(int argc, char** argv) {
   auto* release_cmd = add_bench("release", "a tiled multi-frame operation under every release mode");
   auto* http_cmd = add_bench("http", "the server's own cost per request over the run boundary");
   auto* grpc_cmd = add_bench("grpc", "the gRPC front end's cost per request, beside HTTP's, in one run");
+  auto* stream_cmd = add_bench("stream",
+                               "operations sent as many requests: throughput and memory under operation_end, idle and "
+                               "never, and a tiled operation as one sequence (--model: the upscaler)");
   auto* switch_cmd = add_bench("switch", "models rotating under all_resident, destroy_on_switch and budget_lru");
   switch_cmd->add_option("--budget-bytes", bench.budget_bytes, "budget_lru's budget (0 = 2.5x one model's charge)");
   auto* sessions_cmd = add_bench("sessions", "1 to 16 sessions: per-session arenas against one shared capped arena");
@@ -294,6 +310,7 @@ int main(int argc, char** argv) {
   if (*serve_cmd) {
     serve.pool.wait_for_capacity = std::chrono::milliseconds(wait_ms);
     serve.service.queue_timeout = std::chrono::milliseconds(queue_timeout_ms);
+    serve.service.sequences.idle_timeout = std::chrono::milliseconds(sequence_timeout_ms);
     serve.pool.admit_by_memory = !no_memory_admission;
     return Serve(serve);
   }
@@ -309,6 +326,7 @@ int main(int argc, char** argv) {
   if (*release_cmd) return BenchRelease(bench);
   if (*http_cmd) return BenchHttp(bench);
   if (*grpc_cmd) return BenchGrpc(bench);
+  if (*stream_cmd) return BenchStream(bench);
   if (*switch_cmd) return BenchSwitch(bench);
   if (*sessions_cmd) return BenchSessions(bench);
   if (*footprint_cmd) return BenchFootprint(footprint);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -99,6 +100,30 @@ Status NamingTheFlag(const Status& st, const std::string& transport, const std::
   return Unavailable(transport + st.message() + " (choose another port with " + flag + ")");
 }
 
+// The policy `ebb serve` runs with: --policy's (or the defaults), its release
+// mode from --release when given, else the file's when it sets one, else
+// `idle` (docs/memory-policy.md: a server cannot see its clients' operations;
+// measured, idle serves bursts at `never`'s speed and gives the memory back
+// within the debounce, where `operation_end` costs a request in six or seven).
+Result<MemoryPolicy> ServePolicy(const ServeOptions& o) {
+  Result<MemoryPolicy> policy = PolicyFrom(o.common);
+  if (!policy.ok()) return policy.status();
+  if (!o.release.empty()) {
+    std::optional<ReleaseMode> mode = ParseReleaseMode(o.release);
+    if (!mode) return InvalidArgument("--release must be operation_end, every_run, never or idle, got '" + o.release + "'");
+    policy->release = *mode;
+    return policy;
+  }
+  bool file_sets_release = false;
+  if (!o.common.policy_file.empty()) {
+    std::ifstream in(o.common.policy_file);
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    file_sets_release = j.is_object() && j.contains("release");
+  }
+  if (!file_sets_release) policy->release = ReleaseMode::kIdle;
+  return policy;
+}
+
 }  // namespace
 
 int Serve(const ServeOptions& o) {
@@ -122,7 +147,9 @@ int Serve(const ServeOptions& o) {
     if (!file.ok()) return Fail(file.status());
     single_file = *file;
   }
-  auto runtime = MakeRuntime(o.common);
+  Result<MemoryPolicy> policy = ServePolicy(o);
+  if (!policy.ok()) return Fail(policy.status());
+  auto runtime = MakeRuntime(*policy);
   if (!runtime) return 1;
   server::ModelRepository::Options repo_options;
   repo_options.root = single_model ? o.model_dir : o.repository;

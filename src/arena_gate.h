@@ -63,6 +63,19 @@ class ArenaGate {
     return in_flight_;
   }
 
+  // For the idle release: when no run is in flight on a trimmable arena,
+  // enters the arena as a run would (so a run starting meanwhile does not
+  // carry a shrink under the trim) and returns true; the caller trims, then
+  // calls Exit(false). Otherwise false, and nothing is left pending: the idle
+  // timer tries again later instead of handing the trim to a request.
+  bool TryEnterForTrim() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (in_flight_ != 0 || !can_trim_) return false;
+    pending_ = false;  // this trim performs any release left pending
+    ++in_flight_;
+    return true;
+  }
+
   // For trim-now: true when no run is in flight (then the trim is safe to do
   // now); otherwise marks the release pending for the last run out.
   bool TrimNowOrDefer() {

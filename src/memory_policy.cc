@@ -38,7 +38,8 @@ const EnumNames<ExtendStrategy> kExtend{{{ExtendStrategy::kNextPowerOfTwo, "next
                                          {ExtendStrategy::kSameAsRequested, "same_as_requested"}}};
 const EnumNames<ReleaseMode> kRelease{{{ReleaseMode::kOperationEnd, "operation_end"},
                                        {ReleaseMode::kEveryRun, "every_run"},
-                                       {ReleaseMode::kNever, "never"}}};
+                                       {ReleaseMode::kNever, "never"},
+                                       {ReleaseMode::kIdle, "idle"}}};
 const EnumNames<CpuArenaMode> kCpuArena{{{CpuArenaMode::kShared, "shared"},
                                          {CpuArenaMode::kPerSession, "per_session"},
                                          {CpuArenaMode::kNone, "none"}}};
@@ -92,6 +93,17 @@ FieldReader Int(int* out) {
   return [out](const json& v, const std::string& where) {
     if (!v.is_number_integer() || v.get<int64_t>() < 0) return InvalidArgument(where + " must be a non-negative integer");
     *out = v.get<int>();
+    return Status::Ok();
+  };
+}
+
+// An integer in [lo, hi].
+FieldReader IntIn(int* out, int64_t lo, int64_t hi) {
+  return [out, lo, hi](const json& v, const std::string& where) {
+    if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi) {
+      return InvalidArgument(where + " must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
+    }
+    *out = static_cast<int>(v.get<int64_t>());
     return Status::Ok();
   };
 }
@@ -152,6 +164,7 @@ Result<MemoryPolicy> ParseMemoryPolicy(std::string_view json_text) {
                                   {"cuda", cuda},
                                   {"weights_outside_arena", Bool(&p.weights_outside_arena)},
                                   {"release", Enum(kRelease, &p.release)},
+                                  {"idle_release_ms", IntIn(&p.idle_release_ms, 1, kMaxIdleReleaseMs)},
                                   {"trim_heap_after_release", Bool(&p.trim_heap_after_release)},
                                   {"memory_pattern", Bool(&p.memory_pattern)},
                                   {"strict_device", Bool(&p.strict_device)},
@@ -180,6 +193,7 @@ std::string MemoryPolicyToJson(const MemoryPolicy& p) {
         {"conv_use_max_workspace", p.cuda.conv_use_max_workspace}}},
       {"weights_outside_arena", p.weights_outside_arena},
       {"release", kRelease.Name(p.release)},
+      {"idle_release_ms", p.idle_release_ms},
       {"trim_heap_after_release", p.trim_heap_after_release},
       {"memory_pattern", p.memory_pattern},
       {"strict_device", p.strict_device},

@@ -39,7 +39,8 @@ Status Operation::Execute() {
     Result<std::vector<NamedTensor>> inputs = step.make_inputs();
     if (!inputs.ok()) return Abort(inputs.status());
     RunFlags flags;
-    flags.ends_operation = ends[i];
+    flags.ends_operation = ends[i] && options_.ends_operation;
+    flags.release = options_.release;
     flags.outputs = step.outputs;
     flags.observer = options_.observer;
     Result<std::vector<NamedTensor>> outputs = step.session->Run(*inputs, flags);

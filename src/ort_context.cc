@@ -202,6 +202,9 @@ Result<std::shared_ptr<RuntimeContext>> RuntimeContext::Create(const MemoryPolic
     std::string bytes = TrimModelBytes();
     ctx->trim_session_ = std::make_unique<Ort::Session>(*ctx->env_, bytes.data(), bytes.size(), options);
     ctx->shared_gate_ = std::make_shared<ArenaGate>("cpu:0", /*can_trim=*/true);
+    if (policy.release == ReleaseMode::kIdle) {
+      ctx->idle_ = std::make_unique<IdleReleaser>(ctx.get(), std::chrono::milliseconds(policy.idle_release_ms));
+    }
   } catch (const Ort::Exception& e) {
     return StatusFromOrt(e, "creating the ONNX Runtime environment", "shared CPU arena");
   }
@@ -209,6 +212,7 @@ Result<std::shared_ptr<RuntimeContext>> RuntimeContext::Create(const MemoryPolic
 }
 
 RuntimeContext::~RuntimeContext() {
+  idle_.reset();
   trim_session_.reset();
   if (registered_) {
     try {

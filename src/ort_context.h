@@ -15,6 +15,7 @@
 
 #include "arena_gate.h"
 #include "ebb/memory_policy.h"
+#include "idle_release.h"
 #include "ebb/memory_stats.h"
 #include "ebb/status.h"
 #include "optimized_model_cache.h"
@@ -76,6 +77,10 @@ class RuntimeContext {
   OptimizedModelCache* optimized_cache() const { return optimized_cache_.get(); }
   const std::string& cache_problem() const { return cache_problem_; }
 
+  // Under ReleaseMode::kIdle with the shared CPU arena: the timer that gives
+  // it back once no run has ended for the debounce. Null otherwise.
+  IdleReleaser* idle() const { return idle_.get(); }
+
   // Statistics of the shared CPU arena, when there is one.
   std::optional<ArenaStats> ReadSharedArena() const;
 
@@ -98,6 +103,7 @@ class RuntimeContext {
   bool registered_ = false;
   mutable std::mutex cuda_mu_;
   std::optional<std::string> cuda_unavailable_;  // guarded by cuda_mu_
+  std::unique_ptr<IdleReleaser> idle_;  // last: its thread stops before the rest goes
 };
 
 // Reads an ORT arena's statistics through a session that uses it.

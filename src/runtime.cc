@@ -52,7 +52,11 @@ std::string HeldNames(Session& cached) {
 Runtime::Runtime(std::shared_ptr<detail::RuntimeContext> ctx)
     : ctx_(std::move(ctx)), cache_(std::make_shared<SessionCache>()) {}
 
-Runtime::~Runtime() = default;
+Runtime::~Runtime() {
+  // No idle release after the Runtime: one must never hold the last reference
+  // to the context on the timer's own thread (sessions may outlive us).
+  if (ctx_->idle()) ctx_->idle()->Stop();
+}
 
 Result<std::unique_ptr<Runtime>> Runtime::Create(const MemoryPolicy& policy) {
   auto ctx = detail::RuntimeContext::Create(policy);
@@ -155,6 +159,23 @@ Status Runtime::Trim() {
   }
   ctx_->TrimHeap(/*force=*/true);
   return Status::Ok();
+}
+
+IdleReleaseHold::IdleReleaseHold(std::shared_ptr<detail::RuntimeContext> ctx) : ctx_(std::move(ctx)) {
+  if (ctx_ && ctx_->idle()) ctx_->idle()->Hold();
+}
+IdleReleaseHold::~IdleReleaseHold() {
+  if (ctx_ && ctx_->idle()) ctx_->idle()->Unhold();
+}
+
+std::unique_ptr<IdleReleaseHold> Runtime::HoldIdleRelease() {
+  return std::unique_ptr<IdleReleaseHold>(new IdleReleaseHold(ctx_));
+}
+
+uint64_t Runtime::idle_release_count() const { return ctx_->idle() ? ctx_->idle()->releases() : 0; }
+
+void Runtime::SetIdleReleaseListener(std::function<void(const std::string& model)> listener) {
+  if (ctx_->idle()) ctx_->idle()->set_listener(std::move(listener));
 }
 
 std::optional<ArenaStats> Runtime::ReadSharedArena() const { return ctx_->ReadSharedArena(); }

@@ -185,6 +185,17 @@ Status SelectOutputs(const SessionState& s, const std::string& model, const std:
   return Status::Ok();
 }
 
+// The idle timer that releases what this session's runs use: only when every
+// arena it allocates from is one the timer can shrink (the shared CPU arena).
+IdleReleaser* IdleReleaserFor(const SessionState& s) {
+  IdleReleaser* idle = s.ctx->idle();
+  if (!idle || s.gates.empty()) return nullptr;
+  for (const auto& gate : s.gates) {
+    if (!gate->can_trim()) return nullptr;
+  }
+  return idle;
+}
+
 // Output shapes for these inputs when they are known before running: the
 // model declares them fully, or a run with the same input shapes saw them.
 bool KnownOutputShapes(SessionState& s, const std::vector<Shape>& input_shapes, std::vector<Shape>* all) {
@@ -348,7 +359,9 @@ Result<std::vector<NamedTensor>> Session::Run(const std::vector<NamedTensor>& in
   RunRecord record;
   record.sequence = ++s.runs;
   record.ends_operation = flags.ends_operation;
-  const ReleaseMode mode = s.ctx->policy().release;
+  ReleaseMode mode = flags.release.value_or(s.ctx->policy().release);
+  detail::IdleReleaser* const idle = mode == ReleaseMode::kIdle ? detail::IdleReleaserFor(s) : nullptr;
+  if (mode == ReleaseMode::kIdle && !idle) mode = ReleaseMode::kOperationEnd;  // no trim of its own arenas
   record.release_wanted = mode == ReleaseMode::kEveryRun || (mode == ReleaseMode::kOperationEnd && flags.ends_operation);
 
   auto finish = [&](Status status) {
@@ -397,6 +410,7 @@ Result<std::vector<NamedTensor>> Session::Run(const std::vector<NamedTensor>& in
   } else if (!record.release_spec.empty()) {
     s.ctx->TrimHeap();
   }
+  if (idle) idle->RanOn(state_);
 
   if (!status.ok()) return finish(status);
   std::vector<NamedTensor> named;

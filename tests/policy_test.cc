@@ -79,7 +79,7 @@ TEST(MemoryPolicyTest, RejectsTyposAndBadValuesWithTheirPath) {
     const char* mentions;
   };
   for (const Case& c : {Case{R"({"relese": "never"})", "policy.relese"},
-                        Case{R"({"release": "sometimes"})", "operation_end, every_run, never"},
+                        Case{R"({"release": "sometimes"})", "operation_end, every_run, never, idle"},
                         Case{R"({"cpu": {"arena_settings": {"max_bytes": -1}}})", "policy.cpu.arena_settings.max_bytes"},
                         Case{R"({"cuda": {"conv_use_max_workspace": 1}})", "true or false"},
                         Case{R"({"cpu": []})", "policy.cpu must be a JSON object"},

@@ -7,12 +7,16 @@ import threading
 
 
 class ServeProcess:
-    """Starts `<binary> serve --port 0 --grpc-port -1 --device cpu <args>` and reads the ports it
+    """Starts `<binary> serve --port 0 --grpc-port -1 --device cpu [--release R] <args>` and reads the ports it
     prints. Its later stdout lines go to `lines` (a thread drains them, so the server never blocks
     on a full pipe), each passed to `on_line` as well when given."""
 
-    def __init__(self, binary, *args, env=None, on_line=None):
-        cmd = [binary, "serve", "--port", "0", "--grpc-port", "-1", "--device", "cpu", *args]
+    def __init__(self, binary, *args, env=None, on_line=None, release="operation_end"):
+        # Tests read per-request releases right after each reply: --release operation_end unless
+        # they choose (release=None: the server's own default, idle, tested in sequence_test.py).
+        chosen = "--release" in args or release is None
+        cmd = [binary, "serve", "--port", "0", "--grpc-port", "-1", "--device", "cpu",
+               *([] if chosen else ["--release", release]), *args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
         self.http_port = self.grpc_port = None
         for line in self.proc.stdout:

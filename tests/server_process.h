@@ -36,6 +36,11 @@ class ServerProcess {
       if (std::find(args.begin(), args.end(), "--grpc-port") == args.end()) {
         all.insert(all.end(), {"--grpc-port", "0"});
       }
+      // The tests of per-request releases read them right after each reply: operation_end, unless
+      // a test chooses (the server's own default is idle, tested in sequence_test.py).
+      if (std::find(args.begin(), args.end(), "--release") == args.end()) {
+        all.insert(all.end(), {"--release", "operation_end"});
+      }
       all.insert(all.end(), args.begin(), args.end());
       std::vector<char*> argv;
       for (std::string& a : all) argv.push_back(a.data());

@@ -33,7 +33,12 @@ enum class ReleaseMode {
   kOperationEnd,  // at the last run of an operation (default; what ebb is for)
   kEveryRun,      // after every run (for comparison: pays regrowth on every run)
   kNever,         // never (for comparison: ORT's own behaviour)
+  kIdle,          // once no run has ended for MemoryPolicy::idle_release_ms, off the
+                  // request path (for servers, whose callers' operations it cannot see)
 };
+
+// The largest MemoryPolicy::idle_release_ms accepted (ten minutes).
+inline constexpr int kMaxIdleReleaseMs = 600000;
 
 // Where CPU-side tensors of a session are allocated.
 enum class CpuArenaMode {
@@ -115,7 +120,19 @@ struct MemoryPolicy {
   // (session.use_device_allocator_for_initializers=1), so that a release can
   // bring the arena down to zero instead of stopping at the weights.
   bool weights_outside_arena = true;
+  // When memory goes back (see ReleaseMode). kOperationEnd: an in-process
+  // caller knows where its operation ends (Session::Run's RunFlags).
   ReleaseMode release = ReleaseMode::kOperationEnd;
+  // For ReleaseMode::kIdle: the debounce. A timer thread of the Runtime gives
+  // the shared CPU arena back (and trims the heap) once this long has passed
+  // since the last run ended, with no run in flight; a burst of runs never
+  // releases in between. 50 ms by measurement (docs/memory-policy.md): long
+  // enough that requests of a client sending back to back, even at a few per
+  // second from a slow client, are one burst; short enough that the memory is
+  // back before anyone else asks for it. Sessions whose arenas the Runtime
+  // cannot shrink on its own (a per-session CPU arena, CUDA) release at their
+  // operation's end instead, as kOperationEnd. From 1 to kMaxIdleReleaseMs.
+  int idle_release_ms = 50;
   // After a release, hand freed heap pages back to the OS (malloc_trim), so the
   // process RSS falls and not only the arena counters. glibc keeps them otherwise.
   bool trim_heap_after_release = true;

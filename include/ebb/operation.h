@@ -21,6 +21,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stop_token>
 #include <vector>
 
@@ -41,6 +42,12 @@ struct OperationOptions {
   std::stop_token stop;
   // Sees every run's record (release flags, timing).
   const RunObserver* observer = nullptr;
+  // Whether this operation's last run ends the caller's whole operation, and
+  // so releases. false: more of it comes later (the server's open sequence of
+  // requests), and nothing is released at this one's end.
+  bool ends_operation = true;
+  // Passed to every run as RunFlags::release (unset: the policy's mode).
+  std::optional<ReleaseMode> release;
 };
 
 class Operation {

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -46,6 +47,21 @@ struct LoadOptions {
   std::optional<bool> strict_device;
   // Name for logs, errors and metrics; the file's parent folder or stem when empty.
   std::string name;
+};
+
+// Under ReleaseMode::kIdle: while one of these is alive, the Runtime's idle
+// release waits (the server holds one per open sequence of requests). It ends
+// the hold when destroyed; under other modes it does nothing.
+class IdleReleaseHold {
+ public:
+  ~IdleReleaseHold();
+  IdleReleaseHold(const IdleReleaseHold&) = delete;
+  IdleReleaseHold& operator=(const IdleReleaseHold&) = delete;
+
+ private:
+  friend class Runtime;
+  explicit IdleReleaseHold(std::shared_ptr<detail::RuntimeContext> ctx);
+  std::shared_ptr<detail::RuntimeContext> ctx_;
 };
 
 class Runtime {
@@ -86,6 +102,21 @@ class Runtime {
   // (or by the last run in flight), heap pages go back to the OS, and
   // per-session arenas release on their next run that starts alone.
   Status Trim();
+
+  // Release when idle (ReleaseMode::kIdle, with the shared CPU arena): a
+  // thread of the Runtime gives the shared arena back and trims the heap once
+  // no run has ended for policy().idle_release_ms and none is in flight.
+  // Sessions that outlive the Runtime are not idle-released any more (their
+  // memory goes back when they are destroyed).
+  // HoldIdleRelease: no idle release while the returned hold is alive.
+  std::unique_ptr<IdleReleaseHold> HoldIdleRelease();
+  // Idle releases done so far (0 under other modes).
+  uint64_t idle_release_count() const;
+  // Called on the idle timer's thread, once per release, with the name of
+  // every session whose runs it gave memory back for (each also counts in
+  // that Session's release_count()). Replacing it waits for a call in
+  // progress; pass {} to remove it. A no-op under other modes.
+  void SetIdleReleaseListener(std::function<void(const std::string& model)> listener);
 
   // Arena statistics (shared arena and every cached session's own arenas),
   // RSS, GPU memory.

@@ -18,6 +18,10 @@
 //     does not shrink under it: the release is left pending and the last run
 //     to leave that arena performs it. (A per-session arena, which has no
 //     trim, carries a pending release on its next run that starts alone.)
+// Under ReleaseMode::kIdle no run releases: each one that ends restarts the
+// Runtime's idle timer, whose own thread gives the shared CPU arena back once
+// no run has ended for the debounce and none is in flight (a session whose
+// arenas only its own runs can shrink releases as under kOperationEnd).
 // Outputs are identical with and without a release.
 //
 // Thread safety: Run() may be called concurrently from any number of threads.
@@ -34,10 +38,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ebb/device.h"
+#include "ebb/memory_policy.h"
 #include "ebb/memory_stats.h"
 #include "ebb/status.h"
 #include "ebb/tensor.h"
@@ -86,6 +92,10 @@ struct RunFlags {
   std::vector<std::string> outputs;
   // Called once, on the calling thread, after the run (success or failure).
   const RunObserver* observer = nullptr;
+  // The release mode for this run instead of the policy's (unset: the
+  // policy's). The server runs the requests of an explicit sequence as
+  // kOperationEnd under an idle policy, so that its last one releases at once.
+  std::optional<ReleaseMode> release;
 };
 
 class Session {
@@ -122,7 +132,8 @@ class Session {
   // served it (see MemoryPolicy::optimized_model_cache).
   const LoadRecord& load_record() const;
 
-  // Runs started so far and runs that carried a release request.
+  // Runs started so far, and releases: runs that carried a release request,
+  // plus idle releases that gave back memory this session's runs had used.
   uint64_t run_count() const;
   uint64_t release_count() const;
   // Runs in flight right now.

@@ -9,4 +9,16 @@ Result<int64_t> CheckKeepAlive(std::optional<int64_t> ms, std::string_view as_se
                          std::string(as_sent));
 }
 
+std::string SequenceIdText(const SequenceId& id) {
+  if (const uint64_t* n = std::get_if<uint64_t>(&id)) return std::to_string(*n);
+  return std::get<std::string>(id);
+}
+
+SequenceControl MakeSequenceControl(std::optional<SequenceId> id, bool start, bool end) {
+  const bool none = !id || (std::holds_alternative<uint64_t>(*id) && std::get<uint64_t>(*id) == 0) ||
+                    (std::holds_alternative<std::string>(*id) && std::get<std::string>(*id).empty());
+  if (none) return {};
+  return {std::move(id), start, end};
+}
+
 }  // namespace ebb::server

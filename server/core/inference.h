@@ -25,6 +25,23 @@
 
 namespace ebb::server {
 
+// A sequence id: an unsigned integer or a string (Triton's correlation id).
+using SequenceId = std::variant<uint64_t, std::string>;
+// As Triton writes it in its messages: 7, or the string itself.
+std::string SequenceIdText(const SequenceId& id);
+
+// A request's sequence parameters, decoded. No id (absent, 0 or ""): not part
+// of a sequence, and the flags mean nothing (as in Triton).
+struct SequenceControl {
+  std::optional<SequenceId> id;
+  bool start = false;
+  bool end = false;
+  bool in_sequence() const { return id.has_value(); }
+};
+// What every front end builds from the parameters it decoded (`id` nullopt
+// when sequence_id was absent): an id of 0 or "" is no sequence.
+SequenceControl MakeSequenceControl(std::optional<SequenceId> id, bool start, bool end);
+
 // One inference request, decoded.
 struct InferRequest {
   std::string id;                        // echoed back in the response; empty when not given
@@ -34,6 +51,8 @@ struct InferRequest {
   // The classification extension: output name -> K. That output comes back as
   // BYTES "value:index[:label]", the top K per batch row (see classification.h).
   std::map<std::string, int64_t> classification;
+  // parameters.sequence_id / sequence_start / sequence_end (sequences.h).
+  SequenceControl sequence;
 };
 
 // parameters.keep_alive as every front end reads it: an integer of

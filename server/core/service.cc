@@ -63,7 +63,10 @@ InferenceService::InferenceService(Runtime& runtime, ServiceOptions options)
       admission_(options.workers, options.queue),
       request_bytes_(options.max_request_bytes_in_flight) {}
 
-InferenceService::~InferenceService() = default;
+InferenceService::~InferenceService() {
+  runtime_.SetIdleReleaseListener({});  // waits for a call in progress
+  sequences_.reset();
+}
 
 Result<std::unique_ptr<InferenceService>> InferenceService::Create(Runtime& runtime,
                                                                   ModelRepository::Options repository,
@@ -77,6 +80,12 @@ Result<std::unique_ptr<InferenceService>> InferenceService::Create(Runtime& runt
   auto opened = ModelRepository::Open(runtime, std::move(repository));
   if (!opened.ok()) return opened.status();
   service->repository_ = std::move(opened).value();
+  service->sequences_ = std::make_unique<SequenceTable>(
+      options.sequences, [self] { return self->runtime_.HoldIdleRelease(); },
+      [self](const std::string& model, const std::string& version, const SequenceId&) {
+        self->EndTimedOutSequence(model, version);
+      });
+  runtime.SetIdleReleaseListener([self](const std::string& pool_name) { self->CountIdleRelease(pool_name); });
   service->RegisterCollectors();
   return service;
 }
@@ -283,6 +292,30 @@ Result<InferResponse> InferenceService::Infer(const std::string& model, const st
       return finish(InvalidArgument("output '" + output + "': parameters.classification must be a positive integer"));
     }
   }
+  // A request of a sequence: checked and counted in before its run, out after it, whatever happened.
+  const SequenceControl& sequence = request->sequence;
+  if (sequence.in_sequence()) {
+    if (Status entered = sequences_->Enter(model, *resolved, sequence); !entered.ok()) return finish(entered);
+  }
+  bool executed = false, succeeded = false;
+  struct LeaveSequence {
+    InferenceService* self;
+    const std::string& model;
+    const std::string& version;
+    const SequenceControl& sequence;
+    const bool& executed;
+    const bool& succeeded;
+    ~LeaveSequence() {
+      if (!sequence.in_sequence()) return;
+      self->sequences_->Leave(model, version, sequence);
+      // The last request failed (no memory, cancelled, refused before or in its run): what the
+      // sequence grew may still be held, so release here; counted when no run of it was reached.
+      if (sequence.end && !succeeded && self->runtime_.policy().release != ReleaseMode::kNever) {
+        (void)self->runtime_.Trim();
+        if (!executed) self->CountRelease(model, version);
+      }
+    }
+  } leave{this, model, *resolved, sequence, executed, succeeded};
   InferResponse response{model, *resolved, request->id, {}};
   AcquireOptions acquire;
   acquire.keep_alive_ms = request->keep_alive_ms;
@@ -293,6 +326,7 @@ Result<InferResponse> InferenceService::Infer(const std::string& model, const st
       model, *resolved, std::move(acquire),
       [&](const ModelConfig& config, const std::shared_ptr<Session>& session) {
         const auto run = Clock::now();
+        executed = true;
         auto result = Execute(model, *resolved, config, session, *request);
         t.infer = NanosSince(run);
         if (!result.ok()) return result.status();
@@ -300,6 +334,7 @@ Result<InferResponse> InferenceService::Infer(const std::string& model, const st
         return Status::Ok();
       });
   if (!st.ok()) return finish(st);
+  succeeded = true;
   t.ran = true;
   step = Clock::now();
   st = ClassifyOutputs(model, *request, &response.outputs);
@@ -364,7 +399,23 @@ Result<std::vector<NamedTensor>> InferenceService::Execute(const std::string& na
   RunFlags flags;
   flags.outputs = request.outputs;
   flags.observer = &observer;
+  flags.ends_operation = EndsOperation(request);
+  flags.release = ReleaseFor(request);
   return session->Run(request.inputs, flags);
+}
+
+// A request outside a sequence is a whole operation; one of a sequence ends it only with sequence_end.
+bool InferenceService::EndsOperation(const InferRequest& request) const {
+  return !request.sequence.in_sequence() || request.sequence.end;
+}
+
+// Under the idle mode a sequence's runs release as the operation says (at its
+// end, at once), not after the idle debounce; other modes stay as they are.
+std::optional<ReleaseMode> InferenceService::ReleaseFor(const InferRequest& request) const {
+  if (request.sequence.in_sequence() && runtime_.policy().release == ReleaseMode::kIdle) {
+    return ReleaseMode::kOperationEnd;
+  }
+  return std::nullopt;
 }
 
 Result<std::vector<NamedTensor>> InferenceService::ExecuteImageOperation(const std::string& name,
@@ -390,6 +441,8 @@ Result<std::vector<NamedTensor>> InferenceService::ExecuteImageOperation(const s
   RunObserver observer = ReleaseCounter(name, version);
   OperationOptions options;
   options.observer = &observer;
+  options.ends_operation = EndsOperation(request);
+  options.release = ReleaseFor(request);
   // Progress of the model's latest operation, for clients watching a long tiled request.
   const Labels labels = {{"model", name}};
   auto progress = [this, &labels](double done, std::optional<double> planned) {
@@ -436,14 +489,39 @@ void InferenceService::CountPoolEvent(const PoolEvent& e) {
 RunObserver InferenceService::ReleaseCounter(const std::string& model, const std::string& version) {
   return [this, model, version](const RunRecord& r) {
     if (r.release_spec.empty() && !r.trimmed) return;
-    {
-      std::lock_guard<std::mutex> lock(stats_mu_);
-      std::unique_ptr<Counters>& c = stats_[{model, version}];
-      if (!c) c = std::make_unique<Counters>();
-      ++c->stats.releases;
-    }
-    metrics_.Increment("ebb_releases_total", "Runs that gave arena memory back.", {{"model", model}});
+    CountRelease(model, version);
   };
+}
+
+void InferenceService::CountRelease(const std::string& model, const std::string& version) {
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    std::unique_ptr<Counters>& c = stats_[{model, version}];
+    if (!c) c = std::make_unique<Counters>();
+    ++c->stats.releases;
+  }
+  metrics_.Increment("ebb_releases_total",
+                     "Releases that gave arena memory back: runs that ended an operation, idle releases, "
+                     "timed-out sequences.",
+                     {{"model", model}});
+}
+
+void InferenceService::CountIdleRelease(const std::string& pool_name) {
+  const std::string model = ModelRepository::ModelOfPoolName(pool_name);
+  const size_t slash = pool_name.find('/');
+  Result<std::string> version = repository_->ResolveVersion(model, slash == std::string::npos ? "" : pool_name.substr(slash + 1));
+  if (!version.ok()) return;  // not a repository model (any more)
+  CountRelease(model, *version);
+  metrics_.Increment("ebb_idle_releases_total", "Idle releases (release mode idle) that gave a model's memory back.",
+                     {{"model", model}});
+}
+
+void InferenceService::EndTimedOutSequence(const std::string& model, const std::string& version) {
+  metrics_.Increment("ebb_sequences_timed_out_total", "Sequences the server ended after --sequence-timeout-ms idle.",
+                     {{"model", model}});
+  if (runtime_.policy().release == ReleaseMode::kNever) return;
+  (void)runtime_.Trim();
+  CountRelease(model, version);
 }
 
 std::vector<std::string> InferenceService::Devices() {
@@ -483,6 +561,9 @@ void InferenceService::RegisterCollectors() {
   });
   metrics_.AddCollector("ebb_inference_queued", "Inferences waiting for a worker now.", [this] {
     return std::vector<std::pair<Labels, double>>{{{}, static_cast<double>(admission_.waiting())}};
+  });
+  metrics_.AddCollector("ebb_sequences_open", "Sequences of requests open now (--max-sequences).", [this] {
+    return std::vector<std::pair<Labels, double>>{{{}, static_cast<double>(sequences_->open())}};
   });
   metrics_.AddCollector("ebb_request_bytes_in_flight",
                         "Request bytes held now by HTTP and gRPC together (--max-body-bytes-in-flight).", [this] {

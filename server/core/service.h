@@ -30,6 +30,12 @@
 //   * how a model runs: a `tensor` model is one Session::Run; an
 //     `image_to_image` model runs the whole batch — every frame, every tile —
 //     as ONE operation and releases memory once, at its end;
+//   * operations that span requests (sequences.h): the requests of an open
+//     sequence (Triton's sequence_id, sequence_start, sequence_end) do not
+//     release, the one with sequence_end does, a sequence idle past its
+//     timeout is ended and released; under the idle release mode
+//     (MemoryPolicy::release = idle) the Runtime's idle release counts here
+//     too, in the model's releases;
 //   * classification of outputs (classification.h);
 //   * statistics and metrics, counted together in one place (RecordOutcome),
 //     so that statistics and /metrics agree: requests, failures by code,
@@ -59,6 +65,7 @@
 #include "inference.h"
 #include "metrics.h"
 #include "repository.h"
+#include "sequences.h"
 
 namespace ebb::server {
 
@@ -73,6 +80,8 @@ struct ServiceOptions {
   // kUnavailable. A minute: longer than any run measured here, shorter than
   // the usual client timeouts.
   std::chrono::milliseconds queue_timeout{60000};
+  // Operations that span requests (sequences.h): --max-sequences, --sequence-timeout-ms.
+  SequenceOptions sequences;
 };
 
 class InferenceService {
@@ -153,6 +162,8 @@ class InferenceService {
   MetricsRegistry& metrics() { return metrics_; }
   // The budget of request bytes in flight, which every front end charges.
   ByteBudget& request_bytes() { return request_bytes_; }
+  // The open sequences (sequences.h).
+  const SequenceTable& sequences() const { return *sequences_; }
 
  private:
   // Time spent in each step of one request, in nanoseconds.
@@ -180,6 +191,14 @@ class InferenceService {
   std::vector<std::string> Devices();
   // Counts the runs of a model version that gave memory back (ebb_releases_total and its statistics).
   RunObserver ReleaseCounter(const std::string& model, const std::string& version);
+  void CountRelease(const std::string& model, const std::string& version);
+  // The Runtime's idle release gave back memory a model's runs used (on its timer thread).
+  void CountIdleRelease(const std::string& pool_name);
+  // A sequence timed out (on the sequence table's thread): release and count.
+  void EndTimedOutSequence(const std::string& model, const std::string& version);
+  // How a request's runs release: whether they end the operation, and the mode.
+  bool EndsOperation(const InferRequest& request) const;
+  std::optional<ReleaseMode> ReleaseFor(const InferRequest& request) const;
   void RegisterCollectors();
 
   Runtime& runtime_;
@@ -197,6 +216,8 @@ class InferenceService {
   std::mutex idle_mu_;
   std::condition_variable idle_cv_;
   int in_flight_ = 0;  // guarded by idle_mu_
+
+  std::unique_ptr<SequenceTable> sequences_;  // last: its thread stops before what it reports into
 };
 
 }  // namespace ebb::server

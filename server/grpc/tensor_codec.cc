@@ -239,6 +239,39 @@ Status DecodeKeepAlive(const inference::InferParameter& p, InferRequest* out) {
   return Status::Ok();
 }
 
+// parameters.sequence_id (int64_param, uint64_param or string_param, as tritonclient's gRPC
+// client sends it), sequence_start and sequence_end (bool_param): sequences.h. The messages are Triton's.
+Status DecodeSequence(const google::protobuf::Map<std::string, inference::InferParameter>& params, InferRequest* out) {
+  std::optional<SequenceId> id;
+  if (const auto it = params.find("sequence_id"); it != params.end()) {
+    const inference::InferParameter& p = it->second;
+    switch (p.parameter_choice_case()) {
+      case inference::InferParameter::kInt64Param:
+        if (p.int64_param() < 0) {
+          return InvalidArgument("parameters.sequence_id must not be negative, got " + std::to_string(p.int64_param()));
+        }
+        id = static_cast<uint64_t>(p.int64_param());
+        break;
+      case inference::InferParameter::kUint64Param: id = p.uint64_param(); break;
+      case inference::InferParameter::kStringParam: id = p.string_param(); break;
+      default:
+        return InvalidArgument("invalid value type for 'sequence_id' parameter, expected int64_param or string_param.");
+    }
+  }
+  bool flags[2] = {false, false};
+  const char* names[2] = {"sequence_start", "sequence_end"};
+  for (int k = 0; k < 2; ++k) {
+    const auto it = params.find(names[k]);
+    if (it == params.end()) continue;
+    if (it->second.parameter_choice_case() != inference::InferParameter::kBoolParam) {
+      return InvalidArgument(std::string("invalid value type for '") + names[k] + "' parameter, expected bool_param.");
+    }
+    flags[k] = it->second.bool_param();
+  }
+  out->sequence = MakeSequenceControl(std::move(id), flags[0], flags[1]);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<InferRequest> DecodeModelInferRequest(const inference::ModelInferRequest& request, int64_t max_input_elements) {
@@ -247,6 +280,7 @@ Result<InferRequest> DecodeModelInferRequest(const inference::ModelInferRequest&
   if (const auto it = request.parameters().find("keep_alive"); it != request.parameters().end()) {
     EBB_RETURN_IF_ERROR(DecodeKeepAlive(it->second, &out));
   }
+  EBB_RETURN_IF_ERROR(DecodeSequence(request.parameters(), &out));
   const bool raw = request.raw_input_contents_size() > 0;
   if (raw && request.raw_input_contents_size() != request.inputs_size()) {
     return InvalidArgument("raw_input_contents has " + std::to_string(request.raw_input_contents_size()) +

@@ -601,6 +601,33 @@ Status ParseOutputs(const RequestFields& fields, RestInferRequest* request) {
   return Status::Ok();
 }
 
+// parameters.sequence_id (an unsigned integer or a string, as tritonclient's HTTP client sends
+// it), sequence_start and sequence_end (true or false): sequences.h.
+Status ParseSequence(const json& params, InferRequest* request) {
+  std::optional<SequenceId> id;
+  if (const auto it = params.find("sequence_id"); it != params.end()) {
+    uint64_t n = 0;
+    if (const auto* text = it->get_ptr<const json::string_t*>()) {
+      id = *text;
+    } else if (DecodeInteger(*it, &n)) {
+      id = n;
+    } else {
+      return InvalidArgument("parameters.sequence_id must be a non-negative integer or a string, got " + Excerpt(*it));
+    }
+  }
+  bool flags[2] = {false, false};
+  const char* names[2] = {"sequence_start", "sequence_end"};
+  for (int k = 0; k < 2; ++k) {
+    const auto it = params.find(names[k]);
+    if (it == params.end()) continue;
+    const auto* b = it->get_ptr<const json::boolean_t*>();
+    if (b == nullptr) return InvalidArgument(std::string("parameters.") + names[k] + " must be true or false, got " + Excerpt(*it));
+    flags[k] = *b;
+  }
+  request->sequence = MakeSequenceControl(std::move(id), flags[0], flags[1]);
+  return Status::Ok();
+}
+
 // "id" and the request-level parameters ebb understands.
 Status ParseRequestFields(const RequestFields& fields, RestInferRequest* rest) {
   InferRequest* request = &rest->request;
@@ -627,7 +654,7 @@ Status ParseRequestFields(const RequestFields& fields, RestInferRequest* rest) {
     if (!checked.ok()) return checked.status();
     request->keep_alive_ms = *checked;
   }
-  return Status::Ok();
+  return ParseSequence(**params, request);
 }
 
 // ---- Encoding ----------------------------------------------------------------------------------
