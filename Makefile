@@ -3,9 +3,11 @@
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 GPU   ?= 0
-# Where `make run` listens, e.g. `make run HOST=0.0.0.0 PORT=8080`.
+# Where `make run` listens, e.g. `make run HOST=0.0.0.0 PORT=8080 GRPC_PORT=8081`:
+# PORT is the HTTP port, GRPC_PORT the gRPC port (0 turns gRPC off), both on HOST.
 HOST  ?= 127.0.0.1
 PORT  ?= 8000
+GRPC_PORT ?= 8001
 
 .PHONY: setup build test run demo bench java-bench clean asan tsan fuzz fuzz-smoke soak soak-smoke gpu-bundle windows windows-test windows-dist windows-dist-test
 
@@ -23,7 +25,7 @@ test: build
 
 # The main job: the inference server on the bundled model folder.
 run: build
-	$(BUILD)/ebb serve --repository models --host $(HOST) --port $(PORT)
+	$(BUILD)/ebb serve --repository models --host $(HOST) --port $(PORT) --grpc-port $(GRPC_PORT)
 
 demo: build
 	$(BUILD)/ebb demo

@@ -34,33 +34,11 @@ std::unique_ptr<Runtime> MakeRuntime(const CommonOptions& options, void (*adjust
 }
 
 Result<ModelArg> ResolveModel(const std::string& model, const CommonOptions& options) {
-  namespace fs = std::filesystem;
-  if (model.empty()) return InvalidArgument("no model given");
-  std::error_code ec;
-  fs::path folder = model;
-  if (!fs::is_directory(folder, ec)) {
-    if (fs::exists(model, ec)) {
-      if (!fs::is_regular_file(model, ec)) return InvalidArgument("model '" + model + "' is neither a file nor a folder");
-      return ModelArg{model, "", fs::path(model).stem().string(), ModelConfig{}};
-    }
-    const bool bare_name = !fs::path(model).has_parent_path();
-    folder = fs::path(options.models_dir) / model;
-    if (!bare_name || !fs::is_directory(folder, ec)) {
-      return NotFound("model '" + model + "' not found: no such model file or model folder" +
-                      (bare_name ? ", and no folder '" + model + "' under --models '" + options.models_dir + "'" : ""));
-    }
-  }
-  const fs::path file = folder / "model.onnx";
-  if (!fs::is_regular_file(file, ec)) return NotFound("model folder '" + folder.string() + "' has no model.onnx");
-  auto config = LoadModelConfig(folder.string(), folder.string());  // config.json confined to its folder
-  if (!config.ok()) return config.status();
-  fs::path named = fs::absolute(folder, ec).lexically_normal();
-  if (!named.has_filename()) named = named.parent_path();  // "models/convnet/"
-  return ModelArg{file.string(), folder.string(), named.filename().string(), std::move(config).value()};
+  return ebb::ResolveModel(model, options.models_dir, "--models");
 }
 
 std::string DeviceFor(const CommonOptions& options, const ModelArg& model) {
-  return options.device != "auto" || model.config.device.empty() ? options.device : model.config.device;
+  return ebb::DeviceFor(options.device, model);
 }
 
 std::shared_ptr<Session> LoadOrReport(Runtime& runtime, const ModelArg& model, const CommonOptions& options) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ebb/model_config.h"
+#include "ebb/model_location.h"
 #include "ebb/runtime.h"
 
 namespace ebb::cli {
@@ -28,17 +29,10 @@ std::unique_ptr<Runtime> MakeRuntime(const MemoryPolicy& policy);
 Result<MemoryPolicy> PolicyFrom(const CommonOptions& options);
 
 // A model named on the command line. Every command that takes a model
-// resolves it with ResolveModel, so each accepts the same three forms:
-//   - a model folder: its model.onnx, with its config.json when there is one;
-//   - a model file (.onnx): that file, with the default config;
-//   - a bare name that is neither: the folder of that name under --models
-//     (`convnet` is models/convnet).
-struct ModelArg {
-  std::string path;    // the model file
-  std::string folder;  // its model folder; "" for a bare file
-  std::string name;    // the folder's name, or the file's stem
-  ModelConfig config;  // the folder's config.json; defaults for a bare file
-};
+// resolves it with ResolveModel (ebb/model_location.h, with --models as the
+// folder of bare names), so each accepts the same three forms as Python's
+// Runtime.load: a model folder, a model file, or a name under --models.
+using ModelArg = ModelLocation;
 inline constexpr const char* kModelHelp =
     "model file, model folder (model.onnx + optional config.json), or the name of a folder under --models";
 // Errors: kNotFound (no such file or folder, or a folder without model.onnx),

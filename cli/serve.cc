@@ -94,6 +94,13 @@ void PrintHint(server::ModelRepository& repository, const std::string& url) {
   std::printf("  curl -s %s/metrics | grep ebb_arena\n", url.c_str());
 }
 
+// A port that cannot be bound is one line naming the port and the flag that moves it
+// (`make run` passes PORT= and GRPC_PORT= to those flags).
+Status NamingTheFlag(const Status& st, const std::string& transport, const std::string& flag) {
+  if (st.code() != StatusCode::kUnavailable) return st;
+  return Unavailable(transport + st.message() + " (choose another port with " + flag + ")");
+}
+
 // The policy `ebb serve` runs with: --policy's (or the defaults), its release
 // mode from --release when given, else the file's when it sets one, else
 // `idle` (docs/memory-policy.md: a server cannot see its clients' operations;
@@ -183,7 +190,7 @@ int Serve(const ServeOptions& o) {
   }
   server::RestApi api(**service);
   server::HttpServer http(api, o.http, (*service)->request_bytes());
-  if (Status st = http.Bind(); !st.ok()) return Fail(st);
+  if (Status st = http.Bind(); !st.ok()) return Fail(NamingTheFlag(st, "HTTP ", "--port"));
 #ifndef EBB_NO_GRPC
   std::unique_ptr<grpc::Service> inference = server::MakeGrpcInferenceService(
       **service, {.model_id_header = o.modelmesh, .threads = o.grpc_threads, .write_timeout_s = o.http.write_timeout_s});
@@ -196,7 +203,7 @@ int Serve(const ServeOptions& o) {
       model_runtime = server::MakeGrpcModelRuntimeService(*modelmesh);
       grpc_server.AddService(model_runtime.get(), server::kModelRuntimeServiceName);
     }
-    if (Status st = grpc_server.Start(); !st.ok()) return Fail(st);
+    if (Status st = grpc_server.Start(); !st.ok()) return Fail(NamingTheFlag(st, "", "--grpc-port"));
   }
 #endif
 

@@ -4,6 +4,11 @@
 // code, output files and messages.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -284,11 +289,67 @@ TEST_F(CliTest, MakeRunTakesHostAndPort) {
     pclose(pipe);
     return output;
   };
-  const std::string custom = make_run("HOST=0.0.0.0 PORT=9123");
-  EXPECT_NE(custom.find("out/ebb serve --repository models --host 0.0.0.0 --port 9123"), std::string::npos) << custom;
+  const std::string custom = make_run("HOST=0.0.0.0 PORT=9123 GRPC_PORT=9124");
+  EXPECT_NE(custom.find("out/ebb serve --repository models --host 0.0.0.0 --port 9123 --grpc-port 9124"),
+            std::string::npos)
+      << custom;
   const std::string defaults = make_run("");
-  EXPECT_NE(defaults.find("out/ebb serve --repository models --host 127.0.0.1 --port 8000"), std::string::npos)
+  EXPECT_NE(defaults.find("out/ebb serve --repository models --host 127.0.0.1 --port 8000 --grpc-port 8001"),
+            std::string::npos)
       << defaults;
+}
+
+// A listening socket on a free loopback port, held for the test's life.
+class TakenPort {
+ public:
+  TakenPort() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&address), length) != 0 || listen(fd_, 1) != 0 ||
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      return;
+    }
+    port_ = ntohs(address.sin_port);
+  }
+  ~TakenPort() {
+    if (fd_ >= 0) close(fd_);
+  }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+TEST_F(CliTest, APortInUseIsOneLineNamingThePortAndTheFlag) {
+  TakenPort taken;
+  ASSERT_GT(taken.port(), 0);
+  const std::string port = std::to_string(taken.port());
+  const std::string serve = "serve --repository " + dir_.string() + " --host 127.0.0.1 ";
+  // HTTP: the port taken, gRPC off.
+  Outcome http = Ebb(serve + "--port " + port + " --grpc-port 0");
+  EXPECT_EQ(http.exit_code, 1) << http.output;
+  EXPECT_EQ(Lines(http.output),
+            std::vector<std::string>{"ebb: error: unavailable: HTTP cannot listen on 127.0.0.1:" + port +
+                                     ": Address already in use (choose another port with --port)"})
+      << http.output;
+  // gRPC: HTTP on a free port, gRPC on the taken one; gRPC core logs nothing of its own.
+  Outcome grpc = Ebb(serve + "--port 0 --grpc-port " + port);
+  EXPECT_EQ(grpc.exit_code, 1) << grpc.output;
+  EXPECT_EQ(Lines(grpc.output),
+            std::vector<std::string>{"ebb: error: unavailable: gRPC cannot listen on 127.0.0.1:" + port +
+                                     ": Address already in use (choose another port with --grpc-port)"})
+      << grpc.output;
 }
 
 TEST_F(CliTest, VersionPrintsEbbOnnxRuntimeAndTheProvidersThisBuildCanUse) {

@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "binding.h"
+#include "ebb/model_location.h"
 #include "ebb/model_pool.h"
 
 namespace ebb::python {
@@ -313,8 +314,11 @@ out, the model is not evicted. Use it as a context manager, or call release().)d
              std::optional<int64_t> keep_alive_ms, std::optional<bool> strict) {
             ModelSpec spec;
             spec.name = name;
-            spec.path = py::str(py::module_::import("os").attr("fspath")(path));
-            spec.load.device = Unwrap(DeviceRequest::Parse(device));
+            // A model folder, file or name under "models", as Runtime.load and the ebb command take it.
+            const ModelLocation model =
+                Unwrap(ResolveModel(py::str(py::module_::import("os").attr("fspath")(path)), "models", "models="));
+            spec.path = model.path;
+            spec.load.device = Unwrap(DeviceRequest::Parse(DeviceFor(device, model)));
             spec.load.strict_device = strict;
             spec.pinned = pinned;
             spec.keep_alive_ms = keep_alive_ms;
@@ -323,7 +327,8 @@ out, the model is not evicted. Use it as a context manager, or call release().)d
           },
           py::arg("name"), py::arg("path"), py::arg("device") = "auto", py::kw_only(), py::arg("pinned") = false,
           py::arg("keep_alive_ms") = py::none(), py::arg("strict") = py::none(),
-          "Registers a model (or updates its spec, taking effect at its next load). pinned: never evicted.")
+          "Registers a model (or updates its spec, taking effect at its next load): path is a model folder, "
+          "file or name under \"models\", as Runtime.load takes it. pinned: never evicted.")
       .def(
           "acquire",
           [](const std::shared_ptr<PoolCore>& core, const std::string& name, std::optional<int64_t> keep_alive_ms,

@@ -3,6 +3,7 @@
 #include "binding.h"
 #include "ebb/memory_policy.h"
 #include "ebb/model_config.h"
+#include "ebb/model_location.h"
 
 namespace ebb::python {
 namespace {
@@ -99,22 +100,28 @@ thread.)doc";
       .def(
           "load",
           [](Runtime& rt, const py::object& path, const std::string& device, std::optional<bool> strict,
-             std::optional<std::string> name) {
-            const std::string file = PathArg(path, "path");
-            LoadOptions options = LoadArgs(device, strict, name);
+             std::optional<std::string> name, const py::object& models) {
+            // The command line's ResolveModel, not a copy of it: the same three forms, the same errors.
+            const ModelLocation model = Unwrap(ResolveModel(PathArg(path, "path"), PathArg(models, "models"), "models="));
+            LoadOptions options = LoadArgs(DeviceFor(device, model), strict, name);
             py::gil_scoped_release nogil;
-            return Unwrap(rt.Load(file, options));
+            return Unwrap(rt.Load(model.path, options));
           },
           py::arg("path"), py::arg("device") = "auto", py::kw_only(), py::arg("strict") = py::none(),
-          py::arg("name") = py::none(),
-          R"doc(Loads the model file (a .onnx file) and returns its Session, or the cached one: a second
+          py::arg("name") = py::none(), py::arg("models") = "models",
+          R"doc(Loads a model and returns its Session, or the cached one: a second
 load of the same bytes on the same device returns the same session without loading again
-(see load_count). A model with ONNX external data (weights in files beside it) is the same
-model only while those files are too: new weights load anew. device: "auto" (CUDA when it
-can be used, else CPU), "cpu", "cuda", "cuda:N". strict: fail with ebb.Unavailable instead of
-falling back to CPU (default: the policy's). Raises ebb.NotFound (no such file),
-ebb.InvalidArgument (not a model; an external-data file outside the model's folder),
-ebb.FailedPrecondition (an external-data file missing). The GIL is released.)doc")
+(see load_count). path takes a model the way the ebb command does (ebb/model_location.h):
+a model folder (its model.onnx, with its config.json when there is one: the config's
+"device" applies when device is "auto"), a model file, or the name of a folder under
+models (default "models", relative to the working directory): "models/convnet",
+"models/convnet/model.onnx" and "convnet" are the same model. A model with ONNX external
+data (weights in files beside it) is the same model only while those files are too: new
+weights load anew. device: "auto" (CUDA when it can be used, else CPU), "cpu", "cuda",
+"cuda:N". strict: fail with ebb.Unavailable instead of falling back to CPU (default: the
+policy's). Raises ebb.NotFound (no such file, folder or name; a folder without model.onnx),
+ebb.InvalidArgument (not a model; a broken config.json; an external-data file outside the
+model's folder), ebb.FailedPrecondition (an external-data file missing). The GIL is released.)doc")
       .def(
           "load_bytes",
           [](Runtime& rt, const py::bytes& data, const std::string& device, std::optional<bool> strict,
@@ -130,13 +137,15 @@ ebb.FailedPrecondition (an external-data file missing). The GIL is released.)doc
           "ebb.InvalidArgument: they have no folder to find them in; load the file instead.")
       .def(
           "unload",
-          [](Runtime& rt, const py::object& target) -> size_t {
+          [](Runtime& rt, const py::object& target, const py::object& models) -> size_t {
             if (py::isinstance<Session>(target)) return rt.Unload(target.cast<const Session&>()) ? 1 : 0;
-            return rt.Unload(PathArg(target, "target"));
+            const std::string path = PathArg(target, "target");
+            Result<ModelLocation> model = ResolveModel(path, PathArg(models, "models"), "models=");
+            return rt.Unload(model.ok() ? model->path : path);  // a file gone since its load: by its path
           },
-          py::arg("target"),
-          "Drops from the cache the sessions loaded from a path, or one Session; returns how many. "
-          "Sessions still referenced stay usable.")
+          py::arg("target"), py::kw_only(), py::arg("models") = "models",
+          "Drops from the cache the sessions loaded from a model (a folder, file or name, as load() takes it), "
+          "or one Session; returns how many. Sessions still referenced stay usable.")
       .def("clear", &Runtime::Clear, "Drops every session from the cache.")
       .def(
           "trim",

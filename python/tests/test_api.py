@@ -108,6 +108,41 @@ def test_load_is_cached_by_content(runtime, tmp_path):
     assert runtime.load_count == loads
 
 
+def test_load_takes_a_model_folder_file_or_name_as_the_cli_does(runtime, tmp_path):
+    # The same library call as `ebb info MODEL` (ResolveModel, ebb/model_location.h).
+    by_file = runtime.load(model("convnet"))
+    loads = runtime.load_count
+    assert runtime.load(MODELS / "convnet") is by_file
+    assert runtime.load(str(MODELS / "convnet") + "/") is by_file
+    assert runtime.load("convnet", models=MODELS) is by_file
+    assert runtime.load_count == loads
+    # A folder's config.json applies as on the command line: its device unless one is asked for.
+    folder = tmp_path / "tiny_cpu"
+    folder.mkdir()
+    (folder / "model.onnx").write_bytes(pathlib.Path(model("tiny")).read_bytes())
+    (folder / "config.json").write_text('{"device": "cpu"}')
+    assert runtime.load(folder).device == "cpu"
+    assert runtime.load("tiny_cpu", models=tmp_path).device == "cpu"
+    (folder / "config.json").write_text('{"devise": "cpu"}')
+    with pytest.raises(ebb.InvalidArgument, match="config.json: unknown key"):
+        runtime.load(folder)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ebb.NotFound, match="has no model.onnx"):
+        runtime.load(tmp_path / "empty")
+    # The error for a model that is none of the three is the CLI's, word for word but the folder's origin.
+    with pytest.raises(ebb.NotFound) as err:
+        runtime.load("nope", models=tmp_path)
+    assert str(err.value).endswith(f"model 'nope' not found: no such model file or model folder, "
+                                   f"and no folder 'nope' under models= '{tmp_path}'")
+    cli = subprocess.run([str(EBB_BINARY), "info", "nope", "--models", str(tmp_path)], capture_output=True, text=True)
+    assert cli.returncode == 1
+    assert cli.stderr.strip() == (f"ebb: error: not_found: model 'nope' not found: no such model file or model "
+                                  f"folder, and no folder 'nope' under --models '{tmp_path}'")
+    # unload takes the same forms.
+    assert runtime.unload("convnet", models=MODELS) == 1
+    assert runtime.load(MODELS / "convnet") is not by_file
+
+
 def _matmul_model(folder, value, external=True):
     """y = x @ w, w 64x64 of `value` (an input of ones gives 64 * value), written by the onnx package
     with external data (weights.bin beside model.onnx) or in one file."""
@@ -182,7 +217,7 @@ def test_missing_or_escaping_external_weights_are_refused(runtime, tmp_path):
 
 
 def test_load_errors(runtime, tmp_path):
-    with pytest.raises(ebb.NotFound, match="does not exist"):
+    with pytest.raises(ebb.NotFound, match="no such model file or model folder"):
         runtime.load(tmp_path / "nope.onnx")
     junk = tmp_path / "junk.onnx"
     junk.write_bytes(b"not a model")

@@ -108,6 +108,7 @@ struct ModelConfiguration {
   // ebb's own:
   ModelConfig config;             // config.json (or the last load request's); device: the one in force
   bool config_from_request = false;
+  bool config_file = false;       // the folder has a config.json (else the defaults are in force)
   int64_t charge_bytes = 0;       // the pool's measured charge of the default version
 };
 

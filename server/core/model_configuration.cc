@@ -57,7 +57,7 @@ json VersionPolicy(const ModelConfiguration& c) {
 json EbbFields(const ModelConfiguration& c) {
   json ebb = json::parse(ModelConfigToJson(c.config));
   ebb["charge_bytes"] = c.charge_bytes;
-  ebb["config_source"] = c.config_from_request ? "load request" : "config.json";
+  ebb["config_source"] = c.config_from_request ? "load request" : c.config_file ? "config.json" : "defaults";
   return ebb;
 }
 

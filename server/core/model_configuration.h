@@ -13,7 +13,7 @@
 //    "input":  [{"name": "x", "data_type": "TYPE_FP32", "format": "FORMAT_NONE", "dims": [-1, 3, -1, -1]}],
 //    "output": [{"name": "y", "data_type": "TYPE_FP32", "dims": [-1, 3, -1, -1], "label_filename": ""}],
 //    "ebb": {"kind": "tensor", "pinned": false, ... config.json's fields ...,
-//            "charge_bytes": 123, "config_source": "config.json"}}
+//            "charge_bytes": 123, "config_source": "config.json"}}   ("load request", "defaults": none)
 //
 // max_batch_size is 0: ebb models carry their batch dimension in `dims`.
 // A load configuration is read field by field: config.json's fields (kind,

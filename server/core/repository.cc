@@ -131,7 +131,7 @@ Result<ModelFolder> ModelRepository::Read(const std::string& name, std::optional
   }
   auto labels = ReadLabels(*folder, options_.root);
   if (!labels.ok()) return labels.status();
-  ModelFolder model{name, !layout.flat_model, {}, {}, config.has_value(), *labels};
+  ModelFolder model{name, !layout.flat_model, {}, {}, config.has_value(), false, *labels};
   if (layout.flat_model && !layout.versions.empty()) {
     return InvalidArgument("model '" + name + "' has both model.onnx and version folders with one; keep one layout");
   }
@@ -145,6 +145,8 @@ Result<ModelFolder> ModelRepository::Read(const std::string& name, std::optional
     auto read = LoadModelConfig(*folder, options_.root);
     if (!read.ok()) return read.status();
     model.config = *read;
+    std::error_code ec;
+    model.config_file = fs::exists(fs::path(*folder) / "config.json", ec);
   }
   const std::string& device = model.config.device.empty() ? options_.default_device : model.config.device;
   if (auto parsed = DeviceRequest::Parse(device); !parsed.ok()) {
@@ -360,7 +362,9 @@ Status ModelRepository::Attach(const std::string& name, const ModelFile& file, b
     replaced = old != models_.end() && (old->second.file.empty() || old->second.file != file.path);
   }
   if (replaced) (void)pool_->Unload(name);  // another file (or a folder model) under this name
-  ModelFolder model{name, false, {file.version}, *config, false, *labels, file.path};
+  std::error_code ec;
+  const bool config_file = fs::exists(folder / "config.json", ec);
+  ModelFolder model{name, false, {file.version}, *config, false, config_file, *labels, file.path};
   std::lock_guard<std::mutex> lock(mu_);
   pool_->Add({name, file.path, {.device = *device}, pinned || config->pinned, config->keep_alive_ms});
   bad_configs_.erase(name);

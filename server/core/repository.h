@@ -88,6 +88,7 @@ struct ModelFolder {
   std::vector<std::string> versions;  // served, in ascending order
   ModelConfig config;                 // config.json, or the last load request's configuration
   bool config_from_request = false;
+  bool config_file = false;           // the folder has a config.json (else `config` is the defaults)
   // labels.txt (never null; shared, since a ModelFolder is copied for every request)
   std::shared_ptr<const std::vector<std::string>> labels = std::make_shared<const std::vector<std::string>>();
   std::string file;                   // attached (Attach): the model file; "" for a repository folder

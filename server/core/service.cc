@@ -146,6 +146,7 @@ Result<ModelConfiguration> InferenceService::Configuration(const std::string& mo
   c.config = folder->config;
   if (c.config.device.empty()) c.config.device = repository_->default_device();  // the device it is loaded for
   c.config_from_request = folder->config_from_request;
+  c.config_file = folder->config_file;
   c.charge_bytes = info->charge_bytes;
   return c;
 }

@@ -521,13 +521,13 @@ Status Transport::Bind() {
   error_code ec;
   tcp::resolver resolver(io);
   const auto endpoints = resolver.resolve(o.host, std::to_string(o.port), tcp::resolver::passive, ec);
-  if (ec || endpoints.empty()) return Unavailable("cannot listen on " + where + " (" + ec.message() + ")");
+  if (ec || endpoints.empty()) return Unavailable("cannot listen on " + where + ": " + ec.message());
   const tcp::endpoint endpoint = endpoints.begin()->endpoint();
   acceptor.open(endpoint.protocol(), ec);
   if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) acceptor.bind(endpoint, ec);
   if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) return Unavailable("cannot listen on " + where + " (" + ec.message() + ")");
+  if (ec) return Unavailable("cannot listen on " + where + ": " + ec.message());
   port = acceptor.local_endpoint().port();
   return Status::Ok();
 }
