@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <random>
 #include <thread>
 #include <utility>
 
@@ -61,7 +60,7 @@ int BenchGrpc(const BenchOptions& options) {
   int failures = 0;
   // The six kinds of request, in an order shuffled each round: a request that follows one over the
   // other transport finds that transport's threads asleep, so a fixed order would bias one kind.
-  const std::vector<std::pair<std::vector<double>*, std::function<bool()>>> kinds = {
+  const std::vector<TimedKind> kinds = {
       {&local_us, [&] { return b->session()->Run(b->inputs).ok(); }},
       {&http_us,
        [&] {
@@ -82,18 +81,7 @@ int BenchGrpc(const BenchOptions& options) {
          return live && live->status == 200;
        }},
   };
-  std::vector<size_t> order(kinds.size());
-  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
-  std::mt19937 shuffle_rng(24);
-  for (int i = 0; i < n + 50; ++i) {  // the first 50 of each warm up
-    std::shuffle(order.begin(), order.end(), shuffle_rng);
-    for (size_t k : order) {
-      const auto& [times, request] = kinds[k];
-      const double t0 = NowMs();
-      failures += request() ? 0 : 1;
-      if (i >= 50) times->push_back((NowMs() - t0) * 1000);
-    }
-  }
+  failures += TimeShuffled(kinds, n);
   grpc_server.Shutdown();
   client.stop();  // close the keep-alive connection, or the server waits for it to time out
   b.reset();

@@ -89,6 +89,23 @@ std::unique_ptr<BenchServer> BenchServer::Start(const BenchOptions& options) {
   return b;
 }
 
+int TimeShuffled(const std::vector<TimedKind>& kinds, int rounds, int warmup) {
+  std::vector<size_t> order(kinds.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::mt19937 shuffle_rng(24);
+  int failures = 0;
+  for (int i = 0; i < warmup + rounds; ++i) {
+    std::shuffle(order.begin(), order.end(), shuffle_rng);
+    for (size_t k : order) {
+      const auto& [times, request] = kinds[k];
+      const double t0 = NowMs();
+      failures += request() ? 0 : 1;
+      if (i >= warmup) times->push_back((NowMs() - t0) * 1000);
+    }
+  }
+  return failures;
+}
+
 BenchServer::~BenchServer() {
   handle_.reset();
   if (http_) http_->Stop();
@@ -113,7 +130,7 @@ int BenchHttp(const BenchOptions& options) {
   std::vector<double> local_us, http_us, live_us;
   int failures = 0;
   // In an order shuffled each round, so that no kind always follows the same one.
-  const std::vector<std::pair<std::vector<double>*, std::function<bool()>>> kinds = {
+  const std::vector<TimedKind> kinds = {
       {&local_us, [&] { return handle->session()->Run(inputs).ok(); }},
       {&http_us,
        [&] {
@@ -126,18 +143,7 @@ int BenchHttp(const BenchOptions& options) {
          return live && live->status == 200;
        }},
   };
-  std::vector<size_t> order(kinds.size());
-  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
-  std::mt19937 shuffle_rng(24);
-  for (int i = 0; i < n + 50; ++i) {  // the first 50 of each warm up
-    std::shuffle(order.begin(), order.end(), shuffle_rng);
-    for (size_t k : order) {
-      const auto& [times, request] = kinds[k];
-      const double t0 = NowMs();
-      failures += request() ? 0 : 1;
-      if (i >= 50) times->push_back((NowMs() - t0) * 1000);
-    }
-  }
+  failures += TimeShuffled(kinds, n);
   client.stop();  // close the keep-alive connection, or the server waits for it to time out
   b.reset();
   const double local_p50 = Median(local_us), http_p50 = Median(http_us), live_p50 = Median(live_us);

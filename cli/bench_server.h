@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -45,5 +46,14 @@ class BenchServer {
   std::optional<server::ModelHandle> handle_;  // holds the model for in-process runs
   std::filesystem::path temp_dir_;             // removed at the end when set
 };
+
+// A kind of request the transport benchmarks time: where its times (microseconds) go, and the
+// request itself (true: it succeeded).
+using TimedKind = std::pair<std::vector<double>*, std::function<bool()>>;
+
+// Sends every kind warmup + rounds times, in an order shuffled each round (a fixed seed), so that
+// no kind always follows the same one; the warm-up rounds' times are not kept. Returns the
+// requests that failed, warm-up included.
+int TimeShuffled(const std::vector<TimedKind>& kinds, int rounds, int warmup = 50);
 
 }  // namespace ebb::cli
