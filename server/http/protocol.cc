@@ -30,6 +30,16 @@ constexpr double kMaxExactIntegerInDouble = 9007199254740992.0;  // 2^53
 // ---- Messages ----------------------------------------------------------------------------------
 
 std::string Quote(std::string_view s) {
+  // Printable ASCII without '"' or '\\' (names, versions, ids, as a rule) is its own JSON text.
+  const auto plain = [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; };
+  if (std::all_of(s.begin(), s.end(), plain)) {
+    std::string quoted;
+    quoted.reserve(s.size() + 2);
+    quoted += '"';
+    quoted += s;
+    quoted += '"';
+    return quoted;
+  }
   return json(std::string(s)).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -805,7 +815,14 @@ bool BinaryOutputs::Wants(const std::string& name) const {
 
 EncodedResponse EncodeInferResponse(const InferResponse& response, const BinaryOutputs& binary_outputs) {
   const std::vector<NamedTensor>& outputs = response.outputs;
-  std::string header = "{\"model_name\":" + Quote(response.model_name);
+  size_t text_bytes = 128;  // what the JSON header will take, roughly: one allocation, not a doubling series
+  for (const NamedTensor& output : outputs) {
+    const bool as_text = !binary_outputs.Wants(output.name);
+    text_bytes += 96 + output.name.size() + (as_text ? 16 * static_cast<size_t>(output.tensor.element_count()) : 0);
+  }
+  std::string header;
+  header.reserve(std::min<size_t>(text_bytes, size_t{64} << 20));
+  header += "{\"model_name\":" + Quote(response.model_name);
   if (!response.model_version.empty()) header += ",\"model_version\":" + Quote(response.model_version);
   if (!response.id.empty()) header += ",\"id\":" + Quote(response.id);
   header += ",\"outputs\":[";
