@@ -994,5 +994,43 @@ TEST_F(ServerAdmissionTest, AClientThatDisconnectsWhileWaitingFreesItsPlace) {
   EXPECT_EQ(server_.Stop(), 0);
 }
 
+// Requests that run on an event-loop thread (at most --io-threads - 1 at once, server/http/http_server.h):
+// one may wait there for memory, yet the last free event-loop thread answers health probes, and a
+// client that goes away frees its place as on a worker (its socket is asked, not watched). With two
+// HTTP workers, the third request and the metrics can only be served if the first two took no worker.
+TEST_F(ServerAdmissionTest, RequestsOnTheEventLoopLeaveTheirPlaceAndLeaveHealthAnswered) {
+  ASSERT_TRUE(Start(kBigCap, {"--workers", "2", "--io-threads", "3", "--http-threads", "2"}));
+  ASSERT_EQ(PostBig(server_.port(), BigConvnetRequest(1024))->status, 200);  // measured alone
+  std::thread big([&] { EXPECT_EQ(PostBig(server_.port(), BigConvnetRequest(kBigSide))->status, 200); });
+  ASSERT_TRUE(WaitForBigReservation(server_.port()));
+  const std::string body = BigConvnetRequest(1024);
+  const int for_memory = SendRaw(server_.port(), body);  // the second event-loop turn: waits there
+  ASSERT_GE(for_memory, 0);
+  ASSERT_TRUE(WaitForMetric(server_.port(), R"(ebb_runs_waiting_for_memory{device="cpu"})", 1));
+  const int for_worker = SendRaw(server_.port(), body);  // no turn left: a worker, waiting for an inference slot
+  ASSERT_GE(for_worker, 0);
+  ASSERT_TRUE(WaitForMetric(server_.port(), "ebb_inference_queued", 1));
+  {
+    httplib::Client c("127.0.0.1", server_.port());
+    c.set_read_timeout(5, 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto live = c.Get("/v2/health/live");
+    ASSERT_TRUE(live);
+    EXPECT_EQ(live->status, 200);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1)) << "the third event-loop thread answers";
+  }
+  close(for_worker);
+  EXPECT_TRUE(WaitForMetric(server_.port(), "ebb_inference_queued", 0)) << "its place in the worker queue is free";
+  close(for_memory);
+  EXPECT_TRUE(WaitForMetric(server_.port(), R"(ebb_runs_waiting_for_memory{device="cpu"})", 0))
+      << "its place in the memory line is free";
+  EXPECT_TRUE(WaitForMetric(server_.port(), R"(ebb_inference_failures_total{code="cancelled",model="convnet"})", 2));
+  httplib::Client c = LongClient(server_.port());
+  EXPECT_EQ(MetricOf(c, "ebb_inference_running"), 1) << "the big one still runs";
+  big.join();
+  EXPECT_EQ(PostBig(server_.port(), BigConvnetRequest(1024))->status, 200);
+  EXPECT_EQ(server_.Stop(), 0);
+}
+
 }  // namespace
 }  // namespace ebb

@@ -126,6 +126,14 @@ struct Transport {
   void OnAccept(const error_code& ec, tcp::socket socket);
 
   // The budget of body bytes in flight (the core's, shared with gRPC).
+  bool TakeInlineTurn() {
+    size_t free = inline_turns.load(std::memory_order_relaxed);
+    while (free > 0 && !inline_turns.compare_exchange_weak(free, free - 1, std::memory_order_acquire)) {
+    }
+    return free > 0;
+  }
+  void GiveBackInlineTurn() { inline_turns.fetch_add(1, std::memory_order_release); }
+
   bool Reserve(size_t n) { return body_budget.TryCharge(n); }
   void Unreserve(size_t n) { body_budget.Release(n); }
 
@@ -136,6 +144,7 @@ struct Transport {
   std::atomic<size_t> connections{0};
   std::atomic<size_t> refusing{0};
   std::atomic<bool> stopping{false};
+  std::atomic<size_t> inline_turns{options.io_threads > 1 ? options.io_threads - 1 : 0};
   int port = 0;
   std::mutex mu;
   std::unordered_set<Connection*> live;  // guarded by mu; for Stop
@@ -269,6 +278,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
     head_request_ = framer_->method() == "HEAD";
     http10_ = framer_->version() == 10;
     if (AnsweredInline(*framer_)) return Send(Prepare(Handle()));
+    if (t_.TakeInlineTurn()) {
+      // An event-loop turn: the request runs here, without the hop to a worker, while another
+      // event-loop thread serves the other connections (at most io_threads - 1 turns are out).
+      // The strand is busy, so the client's going away is learnt by asking the socket when a
+      // wait polls `cancelled`, not by WatchForClose.
+      client_gone_.reset();
+      inline_socket_ = static_cast<intptr_t>(socket_.native_handle());
+      Outgoing reply = Prepare(Handle());
+      inline_socket_ = -1;
+      t_.GiveBackInlineTurn();
+      return Send(std::move(reply));
+    }
     client_gone_ = std::make_shared<std::atomic<bool>>(false);
     WatchForClose(++handling_);
     asio::post(t_.workers, [self = shared_from_this(), work = asio::make_work_guard(executor())] {
@@ -300,7 +321,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Runs the request through the API (any thread; the strand does not touch the request meanwhile).
   HttpReply Handle() {
     HttpRequest request{framer_->method(), framer_->target(), {}, framer_->body()};
-    if (client_gone_) request.cancelled = [gone = client_gone_] { return gone->load(); };
+    if (inline_socket_ >= 0) {
+      request.cancelled = [socket = inline_socket_] { return port::PeekPeer(socket) == port::PeerState::kClosed; };
+    } else if (client_gone_) {
+      request.cancelled = [gone = client_gone_] { return gone->load(); };
+    }
     for (const auto& [name, value] : framer_->headers()) request.headers.emplace_back(name, value);
     HttpReply reply;
     try {
@@ -492,6 +517,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool timer_armed_ = false;
   uint64_t timer_generation_ = 0;
   uint64_t handling_ = 0;                           // requests handled on a worker so far
+  intptr_t inline_socket_ = -1;                     // while a request runs inline: its socket
   std::shared_ptr<std::atomic<bool>> client_gone_;  // of the one handled now (set on the strand)
 };
 

@@ -6,9 +6,14 @@
 // the event loop, Boost.Beast's parser for framing) are hidden behind a pimpl: no other file
 // includes them.
 //
-// Threads: `io_threads` run the event loop: they accept, read, frame and write, never block,
-// and answer the health probes themselves. Every other request (inference and its decoding,
-// load/unload, metrics, metadata) runs on one of `threads` worker threads. A connection owns no
+// Threads: `io_threads` run the event loop: they accept, read, frame and write, and answer the
+// health probes themselves. Every other request (inference and its decoding, load/unload,
+// metrics, metadata) runs where it was framed when an event-loop turn is free (at most
+// io_threads - 1 such requests at once, so one event-loop thread always stays free for the
+// others and for health), else on one of `threads` worker threads. The turn saves the hop to a
+// worker, which cost a small inference more than its run (docs/performance.md). A request may
+// wait in its turn (for an inference slot, for memory) as on a worker; it leaves
+// when its client goes away (its socket is asked, as the waits poll). A connection owns no
 // thread while it waits: idle, slow and many clients cost a socket and a few KiB each, within
 // `max_connections` (one more is refused with 503).
 //
@@ -43,8 +48,10 @@ struct HttpOptions {
   // Threads: workers run the requests that do work; a request waiting for admission holds one.
   // 32: more than --workers + a short queue, so that health and metadata stay answerable.
   size_t threads = 32;
-  // Event-loop threads. One keeps up with tens of thousands of small requests a second.
-  size_t io_threads = 1;
+  // Event-loop threads. One keeps up with tens of thousands of small requests a second; the
+  // second lets one request at a time run without a hop to a worker (1: every request but the
+  // health probes goes to a worker).
+  size_t io_threads = 2;
 
   // Connections open at once; one more gets 503 and is closed. An idle one costs ~5 KiB (measured).
   size_t max_connections = 1024;
