@@ -28,29 +28,35 @@ ModelPool::Line& ModelPool::LineOf(const std::string& device) {
 
 ModelPool::Limits ModelPool::RunLimitsLocked(const std::string& device, int64_t own_charge, bool alone) const {
   Limits limits;
+  limits.device = device;
+  limits.alone = alone;
   // The shared arena bounds every CPU session's runs together, whatever the budget says.
   if (device == "cpu" && runtime_.policy().cpu.arena == CpuArenaMode::kShared) {
-    if (const int64_t cap = runtime_.shared_arena_cap(); cap > 0) {
-      limits.arena = cap;
-      limits.arena_why = "the shared CPU arena's cap of " + Bytes(cap);
-    }
+    if (const int64_t cap = runtime_.shared_arena_cap(); cap > 0) limits.arena = cap;
   }
   int64_t room = budget(device);  // 0: no budget (a GPU that NVML does not report)
-  std::string why = "the memory budget on " + device;
   if (device == "cpu") {
     // The machine's memory, or the container's limit when lower (the cgroup reading).
     if (const int64_t physical = PhysicalMemoryBytes(); physical > 0 && (room <= 0 || physical < room)) {
       room = physical;
-      why = "the memory this process may use (the machine's or its container's limit)";
+      limits.physical = true;
     }
   }
   if (room > 0) {
-    const int64_t charges = alone ? own_charge : UsedLocked(device);
-    limits.memory = std::max<int64_t>(room - charges, 0);
-    limits.memory_why = why + " of " + Bytes(room) + " less " + Mib(charges) + " charged to " +
-                        (alone ? "the model itself" : "the models loaded there");
+    limits.room = room;
+    limits.charges = alone ? own_charge : UsedLocked(device);
+    limits.memory = std::max<int64_t>(room - limits.charges, 0);
   }
   return limits;
+}
+
+std::string ModelPool::Limits::ArenaWhy() const { return "the shared CPU arena's cap of " + Bytes(arena); }
+
+std::string ModelPool::Limits::MemoryWhy() const {
+  const std::string why = physical ? "the memory this process may use (the machine's or its container's limit)"
+                                    : "the memory budget on " + device;
+  return why + " of " + Bytes(room) + " less " + Mib(charges) + " charged to " +
+         (alone ? "the model itself" : "the models loaded there");
 }
 
 std::pair<std::optional<int64_t>, std::optional<int64_t>> ModelPool::PredictLocked(const Entry& e,
@@ -78,8 +84,8 @@ std::string ModelPool::WaitReasonLocked(const Entry& e, int64_t elements, bool r
   const Line& line = *it->second;
   const Limits limits = RunLimitsLocked(e.device, 0, false);
   reason += "; " + std::to_string(line.runs) + " runs in flight on " + e.device + " hold " + Mib(line.reserved);
-  if (limits.memory >= 0) reason += " of the " + Mib(limits.memory) + " they may reserve (" + limits.memory_why + ")";
-  if (limits.arena >= 0) reason += " and " + Mib(line.arena_reserved) + " of " + limits.arena_why;
+  if (limits.memory >= 0) reason += " of the " + Mib(limits.memory) + " they may reserve (" + limits.MemoryWhy() + ")";
+  if (limits.arena >= 0) reason += " and " + Mib(line.arena_reserved) + " of " + limits.ArenaWhy();
   return reason + ", " + std::to_string(line.waiting.size()) + " runs waiting";
 }
 
@@ -96,9 +102,9 @@ ModelPool::Admit ModelPool::TryAdmitLocked(Entry& e, int64_t elements, uint64_t 
     const int64_t arena_least = e.arena_need.AtLeast(elements), memory_least = e.need.AtLeast(elements);
     std::string over;
     if (most.arena >= 0 && arena_least > most.arena) {
-      over = Bytes(arena_least) + " of arena (predicted: " + Mib(*arena) + "), more than " + most.arena_why;
+      over = Bytes(arena_least) + " of arena (predicted: " + Mib(*arena) + "), more than " + most.ArenaWhy();
     } else if (most.memory >= 0 && memory_least > most.memory) {
-      over = Bytes(memory_least) + " of memory (predicted: " + Mib(*memory) + "), more than " + most.memory_why +
+      over = Bytes(memory_least) + " of memory (predicted: " + Mib(*memory) + "), more than " + most.MemoryWhy() +
              " leaves for it (" + Bytes(most.memory) + ")";
     }
     if (!over.empty()) {

@@ -343,11 +343,17 @@ class ModelPool {
     int64_t predicted = -1;   // -1: no prediction (not measured yet)
     int64_t arena_predicted = -1;
   };
-  // What runs on a device may reserve in all; -1 = unbounded. `*_why` names each limit.
+  // What runs on a device may reserve in all; -1 = unbounded. ArenaWhy() and MemoryWhy() name each limit.
   struct Limits {
     int64_t arena = -1;  // the shared arena's cap (CPU)
     int64_t memory = -1; // the budget or the machine's (container's) memory, less charges
-    std::string arena_why, memory_why;
+    // What `memory` was made of, for messages: they are written only when a run waits or is
+    // refused (formatting them for every admitted run cost more than the rest of admission).
+    std::string device;
+    int64_t room = 0, charges = 0;
+    bool physical = false, alone = false;
+    std::string ArenaWhy() const;
+    std::string MemoryWhy() const;
   };
   enum class Admit { kAdmitted, kWait, kRefused };
   // A run's place in its device's line while it waits for memory.
