@@ -35,6 +35,10 @@ class BenchServer {
   std::vector<float> values;
   std::vector<NamedTensor> inputs;  // for in-process runs
   std::string json_body;            // the KServe JSON request
+  // The same request as Triton's HTTP client sends it by default: the input's bytes after a JSON
+  // header (Inference-Header-Content-Length), the outputs asked for as binary data.
+  std::string binary_body;
+  size_t binary_header_length = 0;
   std::string infer_path;           // /v2/models/<model>/infer
 
  private:
