@@ -45,7 +45,34 @@ T& SeriesOf(prometheus::Family<T>& family, const std::string& name, const Labels
   return metric;
 }
 
+// A family name and labels as one string, each label's name and value preceded by its length so
+// that no two label sets share a key whatever bytes a value holds (a model's name comes from the
+// client under ModelMesh). The labels' order is kept: a series reached in two orders is found
+// twice, then updated as one (prometheus-cpp's Add finds it).
+std::string CacheKey(const std::string& name, const Labels& labels) {
+  std::string key = name;
+  for (const auto& [k, v] : labels) {
+    key += '\0';
+    key += std::to_string(k.size());
+    key += ':';
+    key += k;
+    key += std::to_string(v.size());
+    key += ':';
+    key += v;
+  }
+  return key;
+}
+
 }  // namespace
+
+template <typename T, typename Make>
+T& MetricsRegistry::CachedLocked(const std::string& name, const Labels& labels, Make make) {
+  std::string key = CacheKey(name, labels);
+  if (const auto it = cache_.find(key); it != cache_.end()) return *static_cast<T*>(it->second);
+  T& metric = make();
+  cache_.emplace(std::move(key), &metric);
+  return metric;
+}
 
 MetricsRegistry::MetricsRegistry() : registry_(std::make_shared<prometheus::Registry>()) {}
 
@@ -68,25 +95,30 @@ Histogram& MetricsRegistry::GetHistogram(const std::string& name, const std::str
 
 void MetricsRegistry::Increment(const std::string& name, const std::string& help, const Labels& labels, double by) {
   std::lock_guard<std::mutex> lock(mu_);
-  SeriesOf(FamilyOf(counters_, prometheus::BuildCounter(), name, help, *registry_), name, labels, series_)
-      .Increment(by);
+  CachedLocked<Counter>(name, labels, [&]() -> Counter& {
+    return SeriesOf(FamilyOf(counters_, prometheus::BuildCounter(), name, help, *registry_), name, labels, series_);
+  }).Increment(by);
 }
 
 void MetricsRegistry::Set(const std::string& name, const std::string& help, const Labels& labels, double value) {
   std::lock_guard<std::mutex> lock(mu_);
-  SeriesOf(FamilyOf(gauges_, prometheus::BuildGauge(), name, help, *registry_), name, labels, series_).Set(value);
+  CachedLocked<Gauge>(name, labels, [&]() -> Gauge& {
+    return SeriesOf(FamilyOf(gauges_, prometheus::BuildGauge(), name, help, *registry_), name, labels, series_);
+  }).Set(value);
 }
 
 void MetricsRegistry::Observe(const std::string& name, const std::string& help, const std::vector<double>& buckets,
                               const Labels& labels, double value) {
   std::lock_guard<std::mutex> lock(mu_);
-  SeriesOf(FamilyOf(histograms_, prometheus::BuildHistogram(), name, help, *registry_), name, labels, series_,
-           prometheus::Histogram::BucketBoundaries(buckets))
-      .Observe(value);
+  CachedLocked<Histogram>(name, labels, [&]() -> Histogram& {
+    return SeriesOf(FamilyOf(histograms_, prometheus::BuildHistogram(), name, help, *registry_), name, labels,
+                    series_, prometheus::Histogram::BucketBoundaries(buckets));
+  }).Observe(value);
 }
 
 void MetricsRegistry::RemoveSeries(const std::string& label, const std::string& value) {
   std::lock_guard<std::mutex> lock(mu_);
+  cache_.clear();  // rare (a model forgotten): the series still there are found again on their next update
   std::erase_if(series_, [&](const auto& entry) {
     const prometheus::Labels& labels = entry.first.second;
     const auto it = labels.find(label);
