@@ -19,6 +19,9 @@
 //       (sequence_id, sequence_start, sequence_end) under operation_end and
 //       idle; the cases in lock step, tile by tile. Its releases, its time
 //       against never's, the memory after it.
+// A/A: `never` is measured twice, on two servers (never, never_again), in
+// every part: never_again's ratio to never is what the benchmark reports when
+// nothing differs (aa_never_again_vs_never, ..._time), beside each ratio.
 // Goals (each with its measured value, its limit and whether it is met):
 // idle >= 0.97x never's throughput; memory back at the floor within the
 // debounce + 50 ms; the sequence releases once, takes <= 1.03x never's time,
@@ -299,7 +302,9 @@ int BenchStream(const BenchOptions& options) {
   std::error_code ec;
   fs::create_directories(dir, ec);
 
-  const std::vector<std::string> modes = {"operation_end", "idle", "never"};
+  // never_again is never once more, on a server of its own: its ratio to never is the A/A figure,
+  // what the benchmark reports when nothing differs.
+  const std::vector<std::string> modes = {"operation_end", "idle", "never", "never_again"};
   // One server per mode, and one more per mode for the sequences of (c), so
   // that every case's releases are its own.
   std::map<std::string, std::unique_ptr<ServeChild>> servers;
@@ -307,6 +312,7 @@ int BenchStream(const BenchOptions& options) {
            {"operation_end", "operation_end"},
            {"idle", "idle"},
            {"never", "never"},
+           {"never_again", "never"},
            {"sequence_operation_end", "operation_end"},
            {"sequence_idle", "idle"}}) {
     auto child = ServeChild::Start(label, mode, repository, dir, options.common);
@@ -359,6 +365,8 @@ int BenchStream(const BenchOptions& options) {
   const double idle_vs_never = (requests["idle"] / slice_ms["idle"]) / (requests["never"] / slice_ms["never"]);
   const double end_vs_never =
       (requests["operation_end"] / slice_ms["operation_end"]) / (requests["never"] / slice_ms["never"]);
+  const double aa_vs_never =
+      (requests["never_again"] / slice_ms["never_again"]) / (requests["never"] / slice_ms["never"]);
   std::vector<double> idle_ratio, end_ratio;
   for (int cycle = 0; cycle < cycles; ++cycle) {
     idle_ratio.push_back(cycle_rps["idle"][cycle] / cycle_rps["never"][cycle]);
@@ -388,6 +396,7 @@ int BenchStream(const BenchOptions& options) {
 
   // (c)
   const std::vector<Case> cases = {{"never", "never", false},
+                                   {"never_again", "never_again", false},
                                    {"operation_end", "operation_end", false},
                                    {"idle", "idle", false},
                                    {"sequence_operation_end", "sequence_operation_end", true},
@@ -461,6 +470,8 @@ int BenchStream(const BenchOptions& options) {
              {"idle_vs_never_cycles", idle_ratio},
              {"operation_end_vs_never", end_vs_never},
              {"operation_end_vs_never_cycles", end_ratio},
+             {"aa_never_again_vs_never", aa_vs_never},
+             {"aa_never_again_vs_never_time", total["never_again"].ms / never_ms},
              {"after_tiny_burst", floors},
              {"after_tile_burst", tile_floors},
              {"tiled_operation", operations}};
