@@ -32,6 +32,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -146,8 +147,10 @@ BinaryRequest TileRequest(const std::string& input, int tile, const std::optiona
   return r;
 }
 
-// (a) Tiny requests from `clients` keep-alive connections for `seconds`: how many succeeded.
-int64_t TinyBurst(const ServeChild& s, int clients, double seconds, const std::string& body, int* failures) {
+// `clients` keep-alive connections to `s`, each sending `request` back to back for `seconds`:
+// how many succeeded (the others are added to `failures`).
+int64_t Burst(const ServeChild& s, int clients, double seconds, int* failures,
+              const std::function<bool(httplib::Client&)>& request) {
   std::atomic<int64_t> done{0};
   std::atomic<int> failed{0};
   const double end = NowMs() + seconds * 1000;
@@ -158,8 +161,7 @@ int64_t TinyBurst(const ServeChild& s, int clients, double seconds, const std::s
       client.set_keep_alive(true);
       client.set_tcp_nodelay(true);
       while (NowMs() < end) {
-        auto res = client.Post("/v2/models/tiny/infer", body, "application/json");
-        if (res && res->status == 200) {
+        if (request(client)) {
           ++done;
         } else {
           ++failed;
@@ -171,6 +173,14 @@ int64_t TinyBurst(const ServeChild& s, int clients, double seconds, const std::s
   for (auto& t : threads) t.join();
   *failures += failed;
   return done;
+}
+
+// (a) Tiny requests from `clients` keep-alive connections for `seconds`: how many succeeded.
+int64_t TinyBurst(const ServeChild& s, int clients, double seconds, const std::string& body, int* failures) {
+  return Burst(s, clients, seconds, failures, [&](httplib::Client& client) {
+    auto res = client.Post("/v2/models/tiny/infer", body, "application/json");
+    return res && res->status == 200;
+  });
 }
 
 // (b) From the end of a burst: milliseconds until the arena and the RSS are at
@@ -263,24 +273,12 @@ std::map<std::string, OperationResult> TiledOperations(const std::vector<Case>& 
 double TileBurst(const ServeChild& s, const std::string& model, const std::string& input, int clients, double seconds,
                  int* failures) {
   const BinaryRequest q = TileRequest(input, 0, std::nullopt);
-  std::atomic<int> done{0}, failed{0};
-  const double end = NowMs() + seconds * 1000;
-  std::vector<std::thread> threads;
-  for (int c = 0; c < clients; ++c) {
-    threads.emplace_back([&] {
-      httplib::Client client("127.0.0.1", s.port());
-      client.set_keep_alive(true);
-      httplib::Headers headers = {{"Inference-Header-Content-Length", std::to_string(q.header_length)}};
-      while (NowMs() < end) {
-        auto res = client.Post("/v2/models/" + model + "/infer", headers, q.body, "application/octet-stream");
-        (res && res->status == 200 ? done : failed)++;
-      }
-      client.stop();
-    });
-  }
-  for (auto& t : threads) t.join();
-  *failures += failed;
-  return done;
+  const httplib::Headers headers = {{"Inference-Header-Content-Length", std::to_string(q.header_length)}};
+  const std::string path = "/v2/models/" + model + "/infer";
+  return static_cast<double>(Burst(s, clients, seconds, failures, [&](httplib::Client& client) {
+    auto res = client.Post(path, headers, q.body, "application/octet-stream");
+    return res && res->status == 200;
+  }));
 }
 
 }  // namespace
