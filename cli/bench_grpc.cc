@@ -28,7 +28,7 @@ int BenchGrpc(const BenchOptions& options) {
   std::unique_ptr<BenchServer> b = BenchServer::Start(options);
   if (!b) return 1;
   const std::string model = b->model_label;
-  std::unique_ptr<grpc::Service> inference = server::MakeGrpcInferenceService(b->service());
+  std::unique_ptr<server::AsyncService> inference = server::MakeGrpcInferenceService(b->service());
   server::GrpcServer grpc_server({.port = 0});
   grpc_server.AddService(inference.get(), server::kGrpcInferenceServiceName);
   if (Status st = grpc_server.Start(); !st.ok()) return Fail(st);

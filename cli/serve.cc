@@ -192,9 +192,9 @@ int Serve(const ServeOptions& o) {
   server::HttpServer http(api, o.http, (*service)->request_bytes());
   if (Status st = http.Bind(); !st.ok()) return Fail(NamingTheFlag(st, "HTTP ", "--port"));
 #ifndef EBB_NO_GRPC
-  std::unique_ptr<grpc::Service> inference = server::MakeGrpcInferenceService(
+  std::unique_ptr<server::AsyncService> inference = server::MakeGrpcInferenceService(
       **service, {.model_id_header = o.modelmesh, .threads = o.grpc_threads, .write_timeout_s = o.http.write_timeout_s});
-  std::unique_ptr<grpc::Service> model_runtime;
+  std::unique_ptr<server::AsyncService> model_runtime;
   server::GrpcServer grpc_server({o.http.host, std::max(o.grpc_port, 0), o.http.max_body_bytes,
                                   o.grpc_compressed_requests});
   if (o.grpc_port != 0) {

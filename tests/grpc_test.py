@@ -269,6 +269,35 @@ def test_health_service(server):
     assert e.value.code() == grpc.StatusCode.NOT_FOUND
 
 
+def test_health_watch_of_unknown_service(server):
+    """Watch answers SERVICE_UNKNOWN for a name it does not know (the protocol), and the stream stays open."""
+    health = health_pb2_grpc.HealthStub(server.channel())
+    watch = health.Watch(health_pb2.HealthCheckRequest(service="no.such.Service"), timeout=30)
+    assert next(watch).status == health_pb2.HealthCheckResponse.SERVICE_UNKNOWN
+    watch.cancel()
+    watch = health.Watch(health_pb2.HealthCheckRequest(service=SERVICE), timeout=30)
+    assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
+    watch.cancel()
+    assert health.Check(health_pb2.HealthCheckRequest(service="")).status == \
+        health_pb2.HealthCheckResponse.SERVING
+
+
+def test_no_callback_threads(server):
+    """Every method is served from ebb's completion queue (server/grpc/async_call.h): one callback method
+    (gRPC's own health service has two) would start gRPC's callback threads ("nexting_thread"), which poll
+    the sockets too and cost every call thread hops (docs/performance.md, "gRPC, 2026-12-02")."""
+    stub = server.stub()
+    assert stub.ServerLive(pb.ServerLiveRequest()).live
+    health = health_pb2_grpc.HealthStub(server.channel())
+    assert health.Check(health_pb2.HealthCheckRequest(service="")).status == \
+        health_pb2.HealthCheckResponse.SERVING
+    names = []
+    for task in os.listdir(f"/proc/{server.proc.pid}/task"):
+        with open(f"/proc/{server.proc.pid}/task/{task}/comm") as f:
+            names.append(f.read().strip())
+    assert names and not [n for n in names if n.startswith("nexting")], names
+
+
 def test_model_config_rpc(server):
     stub = server.stub()
     config = stub.ModelConfig(pb.ModelConfigRequest(name="mixed")).config

@@ -1,7 +1,8 @@
-// server/grpc/call_support.h — what the gRPC front end's callback calls run
-// on: worker threads for their work, and write deadlines for their replies.
+// server/grpc/call_support.h — what the gRPC front end's calls run on:
+// worker threads for their work, and write deadlines for their replies.
 //
-// WorkerThreads: gRPC's callback threads must never block, and inference
+// WorkerThreads: the server's completion-queue thread (async_call.h) must
+// never block, and inference
 // does (admission, the run), so a call's work is posted to one of at most
 // `threads` workers; work posted while all are busy waits its turn in order
 // (what it holds is charged to the request byte budget, core/byte_budget.h).

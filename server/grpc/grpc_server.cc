@@ -1,7 +1,6 @@
 #include "grpc_server.h"
 
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
 
 #ifndef _WIN32
 #include <netdb.h>
@@ -12,8 +11,12 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <deque>
+#include <thread>
 #include <utility>
 #include <vector>
+
+#include "health_service.h"
 
 namespace ebb::server {
 namespace {
@@ -57,8 +60,13 @@ Status CheckPortFree(const std::string& host, int port) {
 
 struct GrpcServer::Impl {
   GrpcOptions options;
-  std::vector<std::pair<grpc::Service*, std::string>> services;
+  std::vector<std::pair<AsyncService*, std::string>> services;
+  HealthService health;
+  std::deque<UnaryMethod> methods;  // every service's, stable while calls refer to them
+  std::unique_ptr<grpc::ServerCompletionQueue> cq;
   std::unique_ptr<grpc::Server> server;
+  LiveCalls live;
+  std::thread polling;  // the one thread that takes what the completion queue returns
   int port = 0;
 };
 
@@ -66,12 +74,13 @@ GrpcServer::GrpcServer(GrpcOptions options) : impl_(std::make_unique<Impl>()) { 
 
 GrpcServer::~GrpcServer() { Shutdown(); }
 
-void GrpcServer::AddService(grpc::Service* service, const std::string& name) {
+void GrpcServer::AddService(AsyncService* service, const std::string& name) {
   impl_->services.emplace_back(service, name);
+  impl_->health.AddName(name);
 }
 
 Status GrpcServer::Start() {
-  grpc::EnableDefaultHealthCheckService(true);  // grpc.health.v1.Health, built into grpc++
+  grpc::EnableDefaultHealthCheckService(false);  // a callback service: ours instead (health_service.h)
   grpc::ServerBuilder builder;
   const std::string address = impl_->options.host + ":" + std::to_string(impl_->options.port);
   if (Status st = CheckPortFree(impl_->options.host, impl_->options.port); !st.ok()) return st;
@@ -86,32 +95,51 @@ Status GrpcServer::Start() {
     builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_DEFLATE, false);
     builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_GZIP, false);
   }
-  for (const auto& [service, name] : impl_->services) builder.RegisterService(service);
+  std::vector<AsyncService*> all = {&impl_->health};
+  for (const auto& [service, name] : impl_->services) all.push_back(service);
+  for (AsyncService* service : all) {
+    builder.RegisterService(service->service());
+    for (UnaryMethod& method : service->UnaryMethods()) impl_->methods.push_back(std::move(method));
+  }
+  impl_->cq = builder.AddCompletionQueue();
   impl_->server = builder.BuildAndStart();
   if (!impl_->server || impl_->port == 0) {
     impl_->server.reset();
+    impl_->cq->Shutdown();
+    void* tag = nullptr;
+    bool ok = false;
+    while (impl_->cq->Next(&tag, &ok)) {
+    }
+    impl_->cq.reset();
+    impl_->methods.clear();
     return Unavailable("gRPC cannot listen on " + address + " (address in use?)");
   }
+  for (const UnaryMethod& method : impl_->methods) UnaryCall::Request(&method, impl_->cq.get(), &impl_->live);
+  for (AsyncService* service : all) service->RequestStreams(impl_->cq.get(), &impl_->live);
+  impl_->polling = std::thread([cq = impl_->cq.get()] {
+    void* tag = nullptr;
+    bool ok = false;
+    while (cq->Next(&tag, &ok)) static_cast<CqTag*>(tag)->Proceed(ok);
+  });
   SetServing(true);
   return Status::Ok();
 }
 
 int GrpcServer::port() const { return impl_->port; }
 
-void GrpcServer::SetServing(bool serving) {
-  if (!impl_->server) return;
-  grpc::HealthCheckServiceInterface* health = impl_->server->GetHealthCheckService();
-  if (!health) return;
-  health->SetServingStatus("", serving);
-  for (const auto& [service, name] : impl_->services) health->SetServingStatus(name, serving);
-}
+void GrpcServer::SetServing(bool serving) { impl_->health.SetServing(serving); }
 
 void GrpcServer::Shutdown() {
   if (!impl_->server) return;
-  // Calls still open now are streams (health watches) or stragglers: end them.
+  impl_->health.Shutdown();  // health watches: ended now
+  // Calls still open after the grace period are stragglers: gRPC cancels them. Those a worker is
+  // running see cancelled() and finish; the completion queue takes their ends until none is left.
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
-  impl_->server->Wait();
+  impl_->live.WaitNone();
+  impl_->cq->Shutdown();
+  impl_->polling.join();
   impl_->server.reset();
+  impl_->cq.reset();
 }
 
 }  // namespace ebb::server

@@ -1,23 +1,24 @@
 // server/grpc/grpc_server.h — the gRPC transport of `ebb serve`.
 //
-// Listens on one port (HTTP/2, no TLS) and serves every gRPC service added to
-// it: the v2 inference service (server/grpc/inference_api.h), the standard
-// health service grpc.health.v1.Health (gRPC's own default implementation:
-// Check and Watch, answering SERVING until SetServing(false), for the whole
-// server "" and for each service added), and whatever comes next on the same
-// port (AddService). Messages are received up to `max_message_bytes` (larger
-// ones get RESOURCE_EXHAUSTED from gRPC itself), compressed ones only when
-// `compressed_requests`, and sent without limit. gRPC
-// receives a message whole before any handler sees it. ebb's services have
-// callback methods only (inference_api.h, modelmesh_api.h): they get the
-// callback completion queue, which ServerBuilder makes when a service has
-// one, and run what may block on worker threads of their own. Inference is
-// bounded by the core's admission queue, as over HTTP.
+// Listens on one port (HTTP/2, no TLS) and serves every service added to it:
+// the v2 inference service (server/grpc/inference_api.h), the standard
+// health service grpc.health.v1.Health (health_service.h: Check and Watch,
+// answering SERVING until SetServing(false), for the whole server "" and for
+// each service added), and whatever comes next on the same port
+// (AddService). Messages are received up to `max_message_bytes` (larger ones
+// get RESOURCE_EXHAUSTED from gRPC itself), compressed ones only when
+// `compressed_requests`, and sent without limit. gRPC receives a message
+// whole before any handler sees it. Every method is an async method served
+// from one completion queue, polled by one thread of the server's
+// (async_call.h: why not the callback API); what may block runs on the
+// services' own worker threads. Inference is bounded by the core's admission
+// queue, as over HTTP.
 //
 // Lifecycle: AddService() any number of times, then Start() once; Shutdown()
-// stops listening, cancels what is still open (health watches), and returns
-// when every call has ended. For a graceful stop, call SetServing(false) and
-// wait for the core to go idle (InferenceService::WaitIdle) first.
+// stops listening, ends the health watches, cancels what is still open after
+// a grace period, and returns when every call has ended. For a graceful
+// stop, call SetServing(false) and wait for the core to go idle
+// (InferenceService::WaitIdle) first.
 // Thread safety: SetServing() and Shutdown() may be called from any thread;
 // the rest from one.
 #pragma once
@@ -27,11 +28,9 @@
 
 #include "ebb/status.h"
 
-namespace grpc {
-class Service;
-}  // namespace grpc
-
 namespace ebb::server {
+
+class AsyncService;  // async_call.h
 
 struct GrpcOptions {
   std::string host = "127.0.0.1";        // loopback unless asked otherwise
@@ -54,7 +53,7 @@ class GrpcServer {
   // Serves `service` too; `name` is its full name for the health service
   // ("inference.GRPCInferenceService"). REQUIRES: before Start(); `service`
   // outlives the server.
-  void AddService(grpc::Service* service, const std::string& name);
+  void AddService(AsyncService* service, const std::string& name);
   // Binds and starts serving on gRPC's threads. Errors: kUnavailable.
   Status Start();
   // The bound port (after Start).

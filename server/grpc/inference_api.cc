@@ -136,47 +136,16 @@ grpc::ByteBuffer ReplyBuffer(InferResponse response) {
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
-class InferenceApi;
-
-// One ModelInfer call, from its bytes received to its reply taken (inference_api.h, steps 1-4). It deletes
-// itself when gRPC says the call is done.
-class InferCall final : public grpc::ServerUnaryReactor {
- public:
-  InferCall(InferenceApi& api, grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-            grpc::ByteBuffer* reply)
-      : api_(api), context_(context), reply_(reply) {
-    // The bytes become the call's own, so that they can be freed once parsed: gRPC would keep them until the
-    // call ends, reply sent. The buffer is gRPC's per-call object, not const itself.
-    request_.Swap(const_cast<grpc::ByteBuffer*>(request));
-  }
-
-  void Start();
-  void OnDone() override;
-
- private:
-  void Run();
-  grpc::Status Infer();
-  Result<InferRequest> Decode();
-
-  InferenceApi& api_;
-  grpc::CallbackServerContext* const context_;
-  grpc::ByteBuffer* const reply_;
-  grpc::ByteBuffer request_;
-  ByteBudget::Reservation reservation_;
-  uint64_t deadline_ = 0;  // the write deadline's id; 0 = none
-};
-
-// Every method a raw callback method: ModelInfer's message is received unparsed and handled by InferCall,
-// every other one is bounded before it is parsed (unary_call.h).
+// Every method a raw async method (async_call.h): ModelInfer's message is received unparsed and handled by
+// InferenceApi::ModelInfer, every other one is bounded before it is parsed (unary_call.h).
 using V2 = inference::GRPCInferenceService;
-using RawService = V2::WithRawCallbackMethod_ServerLive<
-    V2::WithRawCallbackMethod_ServerReady<V2::WithRawCallbackMethod_ModelReady<V2::WithRawCallbackMethod_ServerMetadata<
-        V2::WithRawCallbackMethod_ModelMetadata<V2::WithRawCallbackMethod_ModelInfer<
-            V2::WithRawCallbackMethod_ModelConfig<V2::WithRawCallbackMethod_ModelStatistics<
-                V2::WithRawCallbackMethod_RepositoryIndex<V2::WithRawCallbackMethod_RepositoryModelLoad<
-                    V2::WithRawCallbackMethod_RepositoryModelUnload<V2::Service>>>>>>>>>>>;
+using RawService = V2::WithRawMethod_ServerLive<
+    V2::WithRawMethod_ServerReady<V2::WithRawMethod_ModelReady<V2::WithRawMethod_ServerMetadata<
+        V2::WithRawMethod_ModelMetadata<V2::WithRawMethod_ModelInfer<V2::WithRawMethod_ModelConfig<
+            V2::WithRawMethod_ModelStatistics<V2::WithRawMethod_RepositoryIndex<V2::WithRawMethod_RepositoryModelLoad<
+                V2::WithRawMethod_RepositoryModelUnload<V2::Service>>>>>>>>>>>;
 
-class InferenceApi final : public RawService {
+class InferenceApi final : public RawService, public AsyncService {
  public:
   InferenceApi(InferenceService& core, GrpcInferenceOptions options)
       : core_(core), options_(std::move(options)), workers_(options_.threads) {}
@@ -194,66 +163,45 @@ class InferenceApi final : public RawService {
     return it == metadata.end() ? field : std::string(it->second.data(), it->second.size());
   }
 
-  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-                                       grpc::ByteBuffer* reply) override {
-    auto* call = new InferCall(*this, context, request, reply);
-    call->Start();
-    return call;
-  }
+  grpc::Service* service() override { return this; }
 
-  grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
-                                       grpc::ByteBuffer* out) override {
-    return Serve(context, in, out, &InferenceApi::DoServerLive, kInline);
-  }
-  grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
-                                        grpc::ByteBuffer* out) override {
-    return Serve(context, in, out, &InferenceApi::DoServerReady, kInline);
-  }
-  grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
-                                       grpc::ByteBuffer* out) override {
-    return Serve(context, in, out, &InferenceApi::DoModelReady, kOnWorker);
-  }
-  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
-                                           grpc::ByteBuffer* out) override {
-    return Serve(context, in, out, &InferenceApi::DoServerMetadata, kInline);
-  }
-  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
-                                          grpc::ByteBuffer* out) override {
-    return Serve(context, in, out, &InferenceApi::DoModelMetadata, kOnWorker);
-  }
-  grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
-                                        grpc::ByteBuffer* out) override {
-    return Serve(context, in, out, &InferenceApi::DoModelConfig, kOnWorker);
-  }
-  grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
-                                            grpc::ByteBuffer* out) override {
-    return Serve(context, in, out, &InferenceApi::DoModelStatistics, kOnWorker);
-  }
-  grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
-                                            grpc::ByteBuffer* out) override {
-    return Serve(context, in, out, &InferenceApi::DoRepositoryIndex, kOnWorker);
-  }
-  grpc::ServerUnaryReactor* RepositoryModelLoad(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
-                                                grpc::ByteBuffer* out) override {
-    return Serve(context, in, out, &InferenceApi::DoRepositoryModelLoad, kOnWorker);
-  }
-  grpc::ServerUnaryReactor* RepositoryModelUnload(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
-                                                  grpc::ByteBuffer* out) override {
-    return Serve(context, in, out, &InferenceApi::DoRepositoryModelUnload, kOnWorker);
+  std::vector<UnaryMethod> UnaryMethods() override {
+    // The generated RequestX of each method, and its handler: inline for those that never block.
+    auto serve = [this](auto handler, Where where) {
+      return [this, handler, where](UnaryCall* call) { Serve(call, handler, where); };
+    };
+    using A = InferenceApi;
+    return {
+        RawUnaryMethod(this, &A::RequestModelInfer, [this](UnaryCall* call) { ModelInfer(call); }),
+        RawUnaryMethod(this, &A::RequestServerLive, serve(&A::DoServerLive, kInline)),
+        RawUnaryMethod(this, &A::RequestServerReady, serve(&A::DoServerReady, kInline)),
+        RawUnaryMethod(this, &A::RequestServerMetadata, serve(&A::DoServerMetadata, kInline)),
+        RawUnaryMethod(this, &A::RequestModelReady, serve(&A::DoModelReady, kOnWorker)),
+        RawUnaryMethod(this, &A::RequestModelMetadata, serve(&A::DoModelMetadata, kOnWorker)),
+        RawUnaryMethod(this, &A::RequestModelConfig, serve(&A::DoModelConfig, kOnWorker)),
+        RawUnaryMethod(this, &A::RequestModelStatistics, serve(&A::DoModelStatistics, kOnWorker)),
+        RawUnaryMethod(this, &A::RequestRepositoryIndex, serve(&A::DoRepositoryIndex, kOnWorker)),
+        RawUnaryMethod(this, &A::RequestRepositoryModelLoad, serve(&A::DoRepositoryModelLoad, kOnWorker)),
+        RawUnaryMethod(this, &A::RequestRepositoryModelUnload, serve(&A::DoRepositoryModelUnload, kOnWorker)),
+    };
   }
 
  private:
   // Serves a unary RPC (unary_call.h) with its typed handler below, inline or on the workers.
   enum Where { kInline, kOnWorker };
   template <typename Request, typename Response>
-  grpc::ServerUnaryReactor* Serve(
-      grpc::CallbackServerContext* context, const grpc::ByteBuffer* in, grpc::ByteBuffer* out,
-      grpc::Status (InferenceApi::*handler)(const grpc::ServerContextBase*, const Request&, Response*), Where where) {
-    return ServeUnary<Request, Response>(context, in, out, where == kInline ? nullptr : &workers_,
-                                         [this, context, handler](const Request& request, Response* response) {
-                                           return (this->*handler)(context, request, response);
-                                         });
+  void Serve(UnaryCall* call, grpc::Status (InferenceApi::*handler)(const grpc::ServerContextBase*, const Request&, Response*),
+             Where where) {
+    ServeUnary<Request, Response>(call, where == kInline ? nullptr : &workers_,
+                                  [this, handler](UnaryCall* c, const Request& request, Response* response) {
+                                    return (this->*handler)(c->context(), request, response);
+                                  });
   }
+
+  // ModelInfer (inference_api.h, steps 1-4).
+  void ModelInfer(UnaryCall* call);
+  void RunInfer(UnaryCall* call);
+  grpc::Status Infer(UnaryCall* call, grpc::ByteBuffer* reply);
 
   // The typed handlers; ServerLive, ServerReady and ServerMetadata never block.
   grpc::Status DoServerLive(const grpc::ServerContextBase*, const inference::ServerLiveRequest&,
@@ -342,57 +290,55 @@ class InferenceApi final : public RawService {
   WorkerThreads workers_;  // last: destroyed first, so that no work runs on what is gone
 };
 
-void InferCall::Start() {
-  ByteBudget& budget = api_.core().request_bytes();
-  reservation_ = budget.Reserve(request_.Length());
-  if (!reservation_.held()) {
-    return Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                               "server busy: the requests being received are over the server's budget of " +
-                                   std::to_string(budget.capacity()) +
-                                   " bytes (--max-body-bytes-in-flight, HTTP and gRPC together); retry later"));
+void InferenceApi::ModelInfer(UnaryCall* call) {
+  ByteBudget& budget = core_.request_bytes();
+  auto reservation = std::make_shared<ByteBudget::Reservation>(budget.Reserve(call->request()->Length()));
+  if (!reservation->held()) {
+    return call->Finish({}, grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                         "server busy: the requests being received are over the server's budget of " +
+                                             std::to_string(budget.capacity()) +
+                                             " bytes (--max-body-bytes-in-flight, HTTP and gRPC together); retry later"));
   }
-  api_.workers().Post([this] { Run(); });
+  call->KeepUntilEnd(std::move(reservation));  // the charge is held until the call ends
+  workers_.Post([this, call] { RunInfer(call); });
 }
 
-void InferCall::Run() {
-  const grpc::Status status = Infer();
-  request_.Clear();
+void InferenceApi::RunInfer(UnaryCall* call) {
+  grpc::ByteBuffer reply;
+  const grpc::Status status = Infer(call, &reply);
+  call->request()->Clear();
   if (status.ok()) {
-    deadline_ = api_.deadlines().Watch(
-        context_->c_call(), WriteDeadlines::Clock::now() + std::chrono::seconds(api_.options().write_timeout_s));
+    const uint64_t id = deadlines_.Watch(call->context()->c_call(), WriteDeadlines::Clock::now() +
+                                                                        std::chrono::seconds(options_.write_timeout_s));
+    call->KeepUntilEnd(std::shared_ptr<void>(nullptr, [this, id](void*) { deadlines_.Forget(id); }));
   }
-  Finish(status);
+  call->Finish(std::move(reply), status);
 }
 
-grpc::Status InferCall::Infer() {
+grpc::Status InferenceApi::Infer(UnaryCall* call, grpc::ByteBuffer* reply) {
+  grpc::ByteBuffer* request = call->request();
   Result<ScannedInferRequest> scanned = [&] {
-    grpc::ProtoBufferReader reader(&request_);
-    return ScanModelInferRequest(&reader, request_.Length(), api_.options().limits);
+    grpc::ProtoBufferReader reader(request);
+    return ScanModelInferRequest(&reader, request->Length(), options_.limits);
   }();
   if (!scanned.ok()) return GrpcStatusFor(scanned.status());
-  Result<InferResponse> response = api_.core().Infer(
-      api_.ModelName(context_, scanned->model_name), scanned->model_version, [this] { return Decode(); },
-      [this] { return context_->IsCancelled(); });  // the client cancelled, or its deadline passed
+  // Called by the core once the request is admitted.
+  auto decode = [this, request]() -> Result<InferRequest> {
+    google::protobuf::Arena arena;
+    Result<const inference::ModelInferRequest*> parsed = [&] {
+      grpc::ProtoBufferReader reader(request);
+      return ParseModelInferRequest(&reader, &arena);
+    }();
+    request->Clear();  // parsed (or refused): its bytes are in the arena now, and the tensors come next
+    if (!parsed.ok()) return parsed.status();
+    return DecodeModelInferRequest(**parsed, core_.options().max_input_elements);
+  };
+  Result<InferResponse> response =
+      core_.Infer(ModelName(call->context(), scanned->model_name), scanned->model_version, decode,
+                  [call] { return call->cancelled(); });  // the client cancelled, or its deadline passed
   if (!response.ok()) return GrpcStatusFor(response.status());
-  *reply_ = ReplyBuffer(std::move(response).value());
+  *reply = ReplyBuffer(std::move(response).value());
   return grpc::Status::OK;
-}
-
-// Called by the core once the request is admitted.
-Result<InferRequest> InferCall::Decode() {
-  google::protobuf::Arena arena;
-  Result<const inference::ModelInferRequest*> parsed = [&] {
-    grpc::ProtoBufferReader reader(&request_);
-    return ParseModelInferRequest(&reader, &arena);
-  }();
-  request_.Clear();  // parsed (or refused): its bytes are in the arena now, and the tensors come next
-  if (!parsed.ok()) return parsed.status();
-  return DecodeModelInferRequest(**parsed, api_.core().options().max_input_elements);
-}
-
-void InferCall::OnDone() {
-  if (deadline_ != 0) api_.deadlines().Forget(deadline_);
-  delete this;
 }
 
 }  // namespace
@@ -412,7 +358,7 @@ grpc::Status GrpcStatusFor(const Status& status) {
   return grpc::Status(code, status.message());
 }
 
-std::unique_ptr<grpc::Service> MakeGrpcInferenceService(InferenceService& core, GrpcInferenceOptions options) {
+std::unique_ptr<AsyncService> MakeGrpcInferenceService(InferenceService& core, GrpcInferenceOptions options) {
   return std::make_unique<InferenceApi>(core, std::move(options));
 }
 

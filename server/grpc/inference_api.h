@@ -21,10 +21,11 @@
 //
 // ModelInfer, step by step, so that a message costs what its bytes do and no
 // more, and only as long as needed (docs/server.md, "Limits and hostile
-// input"). It is a callback method that receives the message unparsed (a
-// grpc::ByteBuffer); so is every other RPC, bounded before it is parsed
-// (unary_call.h) and run on the same workers, but ServerLive, ServerReady and
-// ServerMetadata, which never block and run on gRPC's thread.
+// input"). It is a raw async method (async_call.h) that receives the message
+// unparsed (a grpc::ByteBuffer); so is every other RPC, bounded before it is
+// parsed (unary_call.h) and run on the same workers, but ServerLive,
+// ServerReady and ServerMetadata, which never block and run on the server's
+// completion-queue thread.
 //   1. Its bytes are charged to the core's request byte budget, shared with
 //      HTTP (InferenceService::request_bytes(), --max-body-bytes-in-flight):
 //      over it, UNAVAILABLE "server busy" at once. The charge is held until the
@@ -46,14 +47,14 @@
 // id into the name field, see modelmesh_api.h). Applies to ModelInfer,
 // ModelMetadata, ModelReady, ModelConfig and ModelStatistics.
 //
-// Thread safety: the service may be called concurrently (gRPC's threads).
+// Thread safety: the service may be called concurrently (the completion queue's thread and the workers).
 #pragma once
 
-#include <grpcpp/impl/service_type.h>
 #include <grpcpp/support/status.h>
 
 #include <memory>
 
+#include "async_call.h"
 #include "core/service.h"
 #include "infer_scan.h"
 
@@ -86,6 +87,6 @@ struct GrpcInferenceOptions {
 // The service, to add to a GrpcServer. REQUIRES: `core` outlives it.
 // Destroying it waits for the ModelInfer work still queued or running;
 // REQUIRES: the GrpcServer it was added to is shut down first.
-std::unique_ptr<grpc::Service> MakeGrpcInferenceService(InferenceService& core, GrpcInferenceOptions options = {});
+std::unique_ptr<AsyncService> MakeGrpcInferenceService(InferenceService& core, GrpcInferenceOptions options = {});
 
 }  // namespace ebb::server

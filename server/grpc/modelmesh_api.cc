@@ -14,55 +14,45 @@ ModelMeshLoad LoadOf(const Request& in) {
   return {in.modelid(), in.modeltype(), in.modelpath(), in.modelkey()};
 }
 
-// Every method a raw callback method, its message bounded before it is parsed (unary_call.h), its handler
-// run on the service's workers (a load blocks).
+// Every method a raw async method (async_call.h), its message bounded before it is parsed (unary_call.h), its
+// handler run on the service's workers (a load blocks).
 using Mesh = mmesh::ModelRuntime;
-using RawService = Mesh::WithRawCallbackMethod_loadModel<
-    Mesh::WithRawCallbackMethod_unloadModel<Mesh::WithRawCallbackMethod_predictModelSize<
-        Mesh::WithRawCallbackMethod_modelSize<Mesh::WithRawCallbackMethod_runtimeStatus<Mesh::Service>>>>>;
+using RawService =
+    Mesh::WithRawMethod_loadModel<Mesh::WithRawMethod_unloadModel<Mesh::WithRawMethod_predictModelSize<
+        Mesh::WithRawMethod_modelSize<Mesh::WithRawMethod_runtimeStatus<Mesh::Service>>>>>;
 
 // Workers for ModelMesh's calls: it sends at most maxLoadingConcurrency loads at a time (1), and unloads
 // and size queries beside them.
 constexpr size_t kModelMeshThreads = 16;
 
-class ModelRuntimeApi final : public RawService {
+class ModelRuntimeApi final : public RawService, public AsyncService {
  public:
   explicit ModelRuntimeApi(ModelMeshRuntime& runtime) : runtime_(runtime), workers_(kModelMeshThreads) {}
 
-  grpc::ServerUnaryReactor* runtimeStatus(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
-                                          grpc::ByteBuffer* out) override {
-    return Serve(context, in, out, &ModelRuntimeApi::DoRuntimeStatus);
-  }
-  grpc::ServerUnaryReactor* loadModel(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
-                                      grpc::ByteBuffer* out) override {
-    return Serve(context, in, out, &ModelRuntimeApi::DoLoadModel);
-  }
-  grpc::ServerUnaryReactor* unloadModel(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
-                                        grpc::ByteBuffer* out) override {
-    return Serve(context, in, out, &ModelRuntimeApi::DoUnloadModel);
-  }
-  grpc::ServerUnaryReactor* predictModelSize(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
-                                             grpc::ByteBuffer* out) override {
-    return Serve(context, in, out, &ModelRuntimeApi::DoPredictModelSize);
-  }
-  grpc::ServerUnaryReactor* modelSize(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
-                                      grpc::ByteBuffer* out) override {
-    return Serve(context, in, out, &ModelRuntimeApi::DoModelSize);
+  grpc::Service* service() override { return this; }
+
+  std::vector<UnaryMethod> UnaryMethods() override {
+    auto serve = [this](auto handler) { return [this, handler](UnaryCall* call) { Serve(call, handler); }; };
+    using A = ModelRuntimeApi;
+    return {
+        RawUnaryMethod(this, &A::RequestruntimeStatus, serve(&A::DoRuntimeStatus)),
+        RawUnaryMethod(this, &A::RequestloadModel, serve(&A::DoLoadModel)),
+        RawUnaryMethod(this, &A::RequestunloadModel, serve(&A::DoUnloadModel)),
+        RawUnaryMethod(this, &A::RequestpredictModelSize, serve(&A::DoPredictModelSize)),
+        RawUnaryMethod(this, &A::RequestmodelSize, serve(&A::DoModelSize)),
+    };
   }
 
  private:
   template <typename Request, typename Response>
-  grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context, const grpc::ByteBuffer* in,
-                                  grpc::ByteBuffer* out,
-                                  grpc::Status (ModelRuntimeApi::*handler)(const grpc::ServerContextBase*,
-                                                                           const Request&, Response*)) {
-    return ServeUnary<Request, Response>(context, in, out, &workers_,
-                                         [this, context, handler](const Request& request, Response* response) {
-                                           return (this->*handler)(context, request, response);
-                                         });
+  void Serve(UnaryCall* call, grpc::Status (ModelRuntimeApi::*handler)(UnaryCall*, const Request&, Response*)) {
+    ServeUnary<Request, Response>(call, &workers_, [this, handler](UnaryCall* c, const Request& request,
+                                                                   Response* response) {
+      return (this->*handler)(c, request, response);
+    });
   }
 
-  grpc::Status DoRuntimeStatus(const grpc::ServerContextBase*, const mmesh::RuntimeStatusRequest&,
+  grpc::Status DoRuntimeStatus(UnaryCall*, const mmesh::RuntimeStatusRequest&,
                                mmesh::RuntimeStatusResponse* out) {
     const ModelMeshStatus s = runtime_.RuntimeStatus();
     out->set_status(mmesh::RuntimeStatusResponse::READY);
@@ -77,20 +67,20 @@ class ModelRuntimeApi final : public RawService {
     return grpc::Status::OK;
   }
 
-  grpc::Status DoLoadModel(const grpc::ServerContextBase* context, const mmesh::LoadModelRequest& in,
+  grpc::Status DoLoadModel(UnaryCall* call, const mmesh::LoadModelRequest& in,
                            mmesh::LoadModelResponse* out) {
-    Result<int64_t> size = runtime_.LoadModel(LoadOf(in), [context] { return context->IsCancelled(); });
+    Result<int64_t> size = runtime_.LoadModel(LoadOf(in), [call] { return call->cancelled(); });
     if (!size.ok()) return GrpcStatusFor(size.status());
     out->set_sizeinbytes(static_cast<uint64_t>(*size));
     return grpc::Status::OK;
   }
 
-  grpc::Status DoUnloadModel(const grpc::ServerContextBase*, const mmesh::UnloadModelRequest& in,
+  grpc::Status DoUnloadModel(UnaryCall*, const mmesh::UnloadModelRequest& in,
                              mmesh::UnloadModelResponse*) {
     return GrpcStatusFor(runtime_.UnloadModel(in.modelid()));
   }
 
-  grpc::Status DoPredictModelSize(const grpc::ServerContextBase*, const mmesh::PredictModelSizeRequest& in,
+  grpc::Status DoPredictModelSize(UnaryCall*, const mmesh::PredictModelSizeRequest& in,
                                   mmesh::PredictModelSizeResponse* out) {
     Result<int64_t> size = runtime_.PredictModelSize(LoadOf(in));
     if (!size.ok()) return GrpcStatusFor(size.status());
@@ -98,7 +88,7 @@ class ModelRuntimeApi final : public RawService {
     return grpc::Status::OK;
   }
 
-  grpc::Status DoModelSize(const grpc::ServerContextBase*, const mmesh::ModelSizeRequest& in,
+  grpc::Status DoModelSize(UnaryCall*, const mmesh::ModelSizeRequest& in,
                            mmesh::ModelSizeResponse* out) {
     Result<int64_t> size = runtime_.ModelSize(in.modelid());
     if (!size.ok()) return GrpcStatusFor(size.status());
@@ -120,7 +110,7 @@ std::vector<std::string> ModelMeshInferenceMethods() {
   return methods;
 }
 
-std::unique_ptr<grpc::Service> MakeGrpcModelRuntimeService(ModelMeshRuntime& runtime) {
+std::unique_ptr<AsyncService> MakeGrpcModelRuntimeService(ModelMeshRuntime& runtime) {
   return std::make_unique<ModelRuntimeApi>(runtime);
 }
 

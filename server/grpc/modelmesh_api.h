@@ -16,12 +16,12 @@
 // Thread safety: called concurrently.
 #pragma once
 
-#include <grpcpp/impl/service_type.h>
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "async_call.h"
 #include "core/modelmesh.h"
 
 namespace ebb::server {
@@ -32,6 +32,6 @@ inline constexpr const char* kModelRuntimeServiceName = "mmesh.ModelRuntime";
 std::vector<std::string> ModelMeshInferenceMethods();
 
 // The service, to add to a GrpcServer. REQUIRES: `runtime` outlives it.
-std::unique_ptr<grpc::Service> MakeGrpcModelRuntimeService(ModelMeshRuntime& runtime);
+std::unique_ptr<AsyncService> MakeGrpcModelRuntimeService(ModelMeshRuntime& runtime);
 
 }  // namespace ebb::server

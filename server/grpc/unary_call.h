@@ -5,7 +5,7 @@
 // to the whole --max-body-bytes, and protobuf keeps every unknown field it
 // meets: 16 MiB of empty unknown fields sent to ModelMetadata peaked at
 // +358 MiB (measured), so 256 MiB would have cost several GiB. So every
-// method is a raw callback method instead, served by ServeUnary: the message
+// method is a raw async method instead (async_call.h), served by ServeUnary: the message
 // must be at most `max_bytes` (the requests of these RPCs hold names,
 // versions and a few parameters; a load's "config" is a few KiB of JSON),
 // its entries and unknown fields are counted on its wire form (wire_scan.h)
@@ -24,6 +24,7 @@
 #include <string>
 #include <utility>
 
+#include "async_call.h"
 #include "call_support.h"
 #include "ebb/status.h"
 #include "inference_api.h"
@@ -42,31 +43,29 @@ Status ParseBounded(const grpc::ByteBuffer& bytes, google::protobuf::Message* me
 // `message` serialized, as a reply.
 grpc::ByteBuffer SerializeReply(const google::protobuf::Message& message);
 
-// Serves one unary call: parses the request (ParseBounded), runs
-// `handler(const Request&, Response*) -> grpc::Status` on `workers`, or on
-// the calling gRPC thread when `workers` is null (for handlers that never
-// block), and sends the response. REQUIRES: `workers` outlives the call.
+// Serves one unary call (async_call.h): parses the request (ParseBounded),
+// runs `handler(UnaryCall*, const Request&, Response*) -> grpc::Status` on
+// `workers`, or at once on the completion queue's thread when `workers` is
+// null (for handlers that never block), and finishes the call with the
+// response. REQUIRES: `workers` outlives the call.
 template <typename Request, typename Response, typename Handler>
-grpc::ServerUnaryReactor* ServeUnary(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-                                     grpc::ByteBuffer* reply, WorkerThreads* workers, Handler handler) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto run = [reactor, request, reply, handler = std::move(handler)] {
+void ServeUnary(UnaryCall* call, WorkerThreads* workers, Handler handler) {
+  auto run = [call, handler = std::move(handler)] {
     google::protobuf::Arena arena;
     auto* in = google::protobuf::Arena::CreateMessage<Request>(&arena);
-    if (Status parsed = ParseBounded(*request, in, UnaryLimits{}); !parsed.ok()) {
-      return reactor->Finish(GrpcStatusFor(parsed));
+    if (Status parsed = ParseBounded(*call->request(), in, UnaryLimits{}); !parsed.ok()) {
+      return call->Finish({}, GrpcStatusFor(parsed));
     }
+    call->request()->Clear();
     auto* out = google::protobuf::Arena::CreateMessage<Response>(&arena);
-    const grpc::Status status = handler(*in, out);
-    if (status.ok()) *reply = SerializeReply(*out);
-    reactor->Finish(status);
+    const grpc::Status status = handler(call, *in, out);
+    call->Finish(status.ok() ? SerializeReply(*out) : grpc::ByteBuffer(), status);
   };
   if (workers == nullptr) {
     run();
   } else {
     workers->Post(std::move(run));
   }
-  return reactor;
 }
 
 }  // namespace ebb::server
