@@ -145,6 +145,7 @@ class UnaryCall {
   Step finished_{this, &UnaryCall::Finished};
   Step done_{this, &UnaryCall::Done};
   int pending_ = 2;  // the Finish and the end of the call, on the queue's thread only
+  std::mutex finish_mu_;  // held by Finish; taken by EndOne (async_call.cc)
   std::atomic<bool> cancelled_{false};
   std::vector<std::shared_ptr<void>> held_;
 };

@@ -54,7 +54,7 @@ class GrpcServer {
   // ("inference.GRPCInferenceService"). REQUIRES: before Start(); `service`
   // outlives the server.
   void AddService(AsyncService* service, const std::string& name);
-  // Binds and starts serving on gRPC's threads. Errors: kUnavailable.
+  // Binds and starts serving (the completion queue's thread). Errors: kUnavailable.
   Status Start();
   // The bound port (after Start).
   int port() const;
