@@ -1,8 +1,101 @@
 #include "async_call.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace ebb::server {
+namespace {
+
+// The pool the calling thread belongs to, whether it leads now, and the work it took.
+thread_local QueueThreads* t_pool = nullptr;
+thread_local bool t_leading = false;
+thread_local std::function<void()>* t_work = nullptr;
+
+}  // namespace
+
+QueueThreads::QueueThreads(grpc::ServerCompletionQueue* cq, size_t max_threads)
+    : cq_(cq), max_threads_(std::max<size_t>(1, max_threads)) {}
+
+QueueThreads::~QueueThreads() = default;
+
+void QueueThreads::Start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  threads_.emplace_back([this] { Loop(false); });
+}
+
+void QueueThreads::Join() {
+  for (;;) {
+    std::thread thread;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (threads_.empty()) return;
+      thread = std::move(threads_.back());
+      threads_.pop_back();
+    }
+    thread.join();  // a thread started meanwhile is in threads_ before its starter ends
+  }
+}
+
+bool QueueThreads::RunHereAfter(std::function<void()>& work) {
+  QueueThreads* pool = t_pool;
+  if (pool == nullptr || !t_leading) return false;
+  return pool->TakeWork(work);
+}
+
+bool QueueThreads::TakeWork(std::function<void()>& work) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ || working_ + 1 >= max_threads_) return false;
+    ++working_;
+    led_ = false;
+    if (idle_ == 0) {
+      ++idle_;  // counted from now, so that no other thread is started for the same lead
+      threads_.emplace_back([this] { Loop(true); });
+    }
+  }
+  lead_free_.notify_one();
+  *t_work = std::move(work);
+  t_leading = false;
+  return true;
+}
+
+void QueueThreads::Loop(bool counted) {
+  t_pool = this;
+  std::function<void()> work;
+  t_work = &work;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    if (!counted) ++idle_;
+    counted = false;
+    lead_free_.wait(lock, [this] { return stopping_ || !led_; });
+    --idle_;
+    if (stopping_) return;
+    led_ = true;
+    lock.unlock();
+    if (!Lead()) {
+      lock.lock();
+      stopping_ = true;
+      lead_free_.notify_all();
+      return;
+    }
+    work();  // taken in a Proceed; the lead is another thread's now
+    work = nullptr;
+    lock.lock();
+    --working_;
+  }
+}
+
+bool QueueThreads::Lead() {
+  t_leading = true;
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq_->Next(&tag, &ok)) {
+    static_cast<CqTag*>(tag)->Proceed(ok);
+    if (!t_leading) return true;  // Proceed took work and handed the lead on
+  }
+  t_leading = false;
+  return false;
+}
 
 void LiveCalls::Add() {
   std::lock_guard<std::mutex> lock(mu_);

@@ -1,26 +1,29 @@
 // server/grpc/async_call.h — how the gRPC front end's calls are served:
-// gRPC's completion-queue (async) API, one thread polling the queue.
+// gRPC's completion-queue (async) API, one thread at a time polling the queue.
 //
 // Why not the callback API: a server with any callback method (gRPC 1.51's
 // own health service has two) gets gRPC's process-wide "callback
 // alternative" queue, whose threads poll the same sockets; a call's bytes
 // are then read on one of them and its reaction run on another. A do-nothing
-// unary RPC cost ~30 µs and ~12 thread switches served that way, ~19 µs and
-// ~3.3 switches served from a completion queue polled by one thread of the
-// server's own (docs/performance.md, "gRPC, 2026-12-02"). So every method of
-// every service here is an async method, the health service included
-// (health_service.h), and the server has no callback and no sync method.
+// unary RPC cost ~32-34 µs and ~12-13 thread switches served that way, ~19
+// µs and ~3.2 switches served from a completion queue polled by one thread
+// of the server's own (docs/performance.md, "gRPC, 2026-12-02"). So every
+// method of every service here is an async method, the health service
+// included (health_service.h), and the server has no callback and no sync
+// method.
 //
-// The server (grpc_server.h) owns the completion queue and its thread; every
-// tag on it is a CqTag, whose Proceed runs on that thread and must not block:
-// a handler that may block posts its work to worker threads
-// (call_support.h), which call UnaryCall::Finish when done.
+// The server (grpc_server.h) owns the completion queue and its threads
+// (QueueThreads); every tag on it is a CqTag, whose Proceed runs on the
+// thread that leads and must not block: a handler that may block takes its
+// work for this thread, which hands the lead on first (RunHereAfter), or
+// posts it to worker threads (call_support.h); either calls
+// UnaryCall::Finish when done.
 //
 // UnaryCall, one call of a raw unary method, from request to end:
 //   1. requested (UnaryCall::Request): gRPC fills the context and the
 //      message (unparsed, a grpc::ByteBuffer) when a call comes;
 //   2. arrived: the next call of the method is requested, and the method's
-//      handler runs on the queue's thread;
+//      handler runs on the queue's (leading) thread;
 //   3. the handler, or work it posted, calls Finish once, from any thread;
 //   4. ended: once gRPC completed both the Finish and the call itself
 //      (AsyncNotifyWhenDone), the object is deleted on the queue's thread,
@@ -29,7 +32,8 @@
 // the client cancelled, its deadline passed, or the server shut down.
 //
 // Thread safety: Finish, cancelled() and KeepUntilEnd may be called from any
-// thread (KeepUntilEnd before Finish); the rest on the queue's thread.
+// thread (KeepUntilEnd before Finish); the rest on the queue's leading
+// thread (one at a time: the lead passes under QueueThreads' lock).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -42,6 +46,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 namespace ebb::server {
@@ -70,6 +75,43 @@ class LiveCalls {
   size_t count_ = 0;  // guarded by mu_
 };
 
+// The threads that take what the completion queue returns: one at a time
+// (the leader) waits in Next() and runs each tag's Proceed. A handler about
+// to run work that may block calls RunHereAfter: the lead passes to another
+// thread (an idle one, or one started for it), and the work runs on this
+// thread as soon as the handler returns, without waiting for a worker thread
+// to wake (which cost ~7.5 µs and ~5.5 thread switches a call in
+// tools/grpc_floor.cc, and ~9 µs of `ebb bench grpc`'s overhead p50:
+// docs/performance.md, "gRPC, 2026-12-02"). At most `max_threads` - 1 run such work at a time; beyond,
+// RunHereAfter says no and the caller posts the work to its workers.
+class QueueThreads {
+ public:
+  QueueThreads(grpc::ServerCompletionQueue* cq, size_t max_threads);
+  ~QueueThreads();  // REQUIRES: Join() called
+  void Start();
+  // Returns when the queue is shut down and drained, and no thread is left.
+  void Join();
+  // On a leader thread, inside a Proceed: takes `work` to run on this thread once Proceed
+  // returns, and hands the lead on; true. Anywhere else, or when max_threads - 1 already run
+  // work: false, and `work` is left as it was.
+  static bool RunHereAfter(std::function<void()>& work);
+
+ private:
+  void Loop(bool counted);  // counted: TakeWork counted it idle already
+  bool Lead();              // false: the queue is shut down
+  bool TakeWork(std::function<void()>& work);
+
+  grpc::ServerCompletionQueue* const cq_;
+  const size_t max_threads_;
+  std::mutex mu_;
+  std::condition_variable lead_free_;
+  bool led_ = false;                  // guarded by mu_: a thread leads (or is about to)
+  bool stopping_ = false;             // guarded by mu_: the queue is shut down
+  size_t idle_ = 0;                   // guarded by mu_: threads waiting for the lead
+  size_t working_ = 0;                // guarded by mu_: threads running work they took
+  std::vector<std::thread> threads_;  // guarded by mu_
+};
+
 class UnaryCall;
 
 // One raw unary method of an async service: how to request a call of it (the
@@ -78,7 +120,8 @@ struct UnaryMethod {
   std::function<void(grpc::ServerContext*, grpc::ByteBuffer*, grpc::ServerAsyncResponseWriter<grpc::ByteBuffer>*,
                      grpc::ServerCompletionQueue*, void* tag)>
       request;
-  // Runs on the queue's thread; must not block. Calls (or has a worker call) Finish.
+  // Runs on the queue's leading thread; must not block (QueueThreads::RunHereAfter). Calls Finish, or has
+  // the work it started call it.
   std::function<void(UnaryCall*)> handle;
 };
 
@@ -144,7 +187,7 @@ class UnaryCall {
   Step arrived_{this, &UnaryCall::Arrived};
   Step finished_{this, &UnaryCall::Finished};
   Step done_{this, &UnaryCall::Done};
-  int pending_ = 2;  // the Finish and the end of the call, on the queue's thread only
+  int pending_ = 2;  // the Finish and the end of the call, on the leading thread only
   std::mutex finish_mu_;  // held by Finish; taken by EndOne (async_call.cc)
   std::atomic<bool> cancelled_{false};
   std::vector<std::shared_ptr<void>> held_;

@@ -56,6 +56,10 @@ Status CheckPortFree(const std::string& host, int port) {
 #endif
 }
 
+// The completion queue's threads (async_call.h): one leads, up to 3 more run ModelInfer calls (and the
+// RPCs that may block) they took from it; beyond, calls go to their service's workers.
+constexpr size_t kQueueThreads = 4;
+
 }  // namespace
 
 struct GrpcServer::Impl {
@@ -66,7 +70,7 @@ struct GrpcServer::Impl {
   std::unique_ptr<grpc::ServerCompletionQueue> cq;
   std::unique_ptr<grpc::Server> server;
   LiveCalls live;
-  std::thread polling;  // the one thread that takes what the completion queue returns
+  std::unique_ptr<QueueThreads> threads;  // they take what the completion queue returns
   int port = 0;
 };
 
@@ -116,11 +120,8 @@ Status GrpcServer::Start() {
   }
   for (const UnaryMethod& method : impl_->methods) UnaryCall::Request(&method, impl_->cq.get(), &impl_->live);
   for (AsyncService* service : all) service->RequestStreams(impl_->cq.get(), &impl_->live);
-  impl_->polling = std::thread([cq = impl_->cq.get()] {
-    void* tag = nullptr;
-    bool ok = false;
-    while (cq->Next(&tag, &ok)) static_cast<CqTag*>(tag)->Proceed(ok);
-  });
+  impl_->threads = std::make_unique<QueueThreads>(impl_->cq.get(), kQueueThreads);
+  impl_->threads->Start();
   SetServing(true);
   return Status::Ok();
 }
@@ -137,7 +138,8 @@ void GrpcServer::Shutdown() {
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
   impl_->live.WaitNone();
   impl_->cq->Shutdown();
-  impl_->polling.join();
+  impl_->threads->Join();
+  impl_->threads.reset();
   impl_->server.reset();
   impl_->cq.reset();
 }

@@ -9,10 +9,10 @@
 // get RESOURCE_EXHAUSTED from gRPC itself), compressed ones only when
 // `compressed_requests`, and sent without limit. gRPC receives a message
 // whole before any handler sees it. Every method is an async method served
-// from one completion queue, polled by one thread of the server's
-// (async_call.h: why not the callback API); what may block runs on the
-// services' own worker threads. Inference is bounded by the core's admission
-// queue, as over HTTP.
+// from one completion queue, polled by one thread of the server's at a time
+// (async_call.h: why not the callback API); what may block runs on a queue
+// thread that handed the polling on first, or on the services' own workers.
+// Inference is bounded by the core's admission queue, as over HTTP.
 //
 // Lifecycle: AddService() any number of times, then Start() once; Shutdown()
 // stops listening, ends the health watches, cancels what is still open after

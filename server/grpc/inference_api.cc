@@ -300,7 +300,8 @@ void InferenceApi::ModelInfer(UnaryCall* call) {
                                              " bytes (--max-body-bytes-in-flight, HTTP and gRPC together); retry later"));
   }
   call->KeepUntilEnd(std::move(reservation));  // the charge is held until the call ends
-  workers_.Post([this, call] { RunInfer(call); });
+  std::function<void()> work = [this, call] { RunInfer(call); };
+  if (!QueueThreads::RunHereAfter(work)) workers_.Post(std::move(work));  // here: no hop to a worker
 }
 
 void InferenceApi::RunInfer(UnaryCall* call) {

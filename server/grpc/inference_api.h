@@ -30,7 +30,9 @@
 //      HTTP (InferenceService::request_bytes(), --max-body-bytes-in-flight):
 //      over it, UNAVAILABLE "server busy" at once. The charge is held until the
 //      call ends.
-//   2. On one of `threads` workers: the wire form is scanned (infer_scan.h):
+//   2. On the queue thread that took the call, once it handed the polling on
+//      (async_call.h, QueueThreads; at most 3 at a time), else on one of
+//      `threads` workers: the wire form is scanned (infer_scan.h):
 //      entry counts over GrpcInferLimits are INVALID_ARGUMENT, before anything
 //      is parsed; the scan yields the model name and version.
 //   3. The core checks the model and admits the request (UNAVAILABLE when the
@@ -73,9 +75,10 @@ struct GrpcInferenceOptions {
   // Honour the mm-model-id metadata (ebb serve --modelmesh).
   bool model_id_header = false;
   // Workers that run ModelInfer calls (scan, admission, inference, encoding)
-  // and the RPCs that may block (loads); started as needed. A call waiting for
-  // admission holds one; 32, as HTTP's --http-threads: more than --workers
-  // plus a short queue.
+  // that no queue thread took (async_call.h: up to 3 run there) and the RPCs
+  // that may block (loads); started as needed. A call waiting for admission
+  // holds one; 32, as HTTP's --http-threads: more than --workers plus a short
+  // queue.
   size_t threads = 32;
   // Seconds a reply may take to be sent (--write-timeout-s, as over HTTP):
   // 256 MiB needs ~26 MB/s in the default 10 s.
