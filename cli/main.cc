@@ -31,7 +31,7 @@ void AddHttpOptions(CLI::App* serve, server::HttpOptions* http, server::ServiceO
     serve->add_option(flag, *value, help)->capture_default_str()->check(CLI::PositiveNumber);
   };
   positive("--http-threads", &http->threads, "worker threads for requests that do work (inference, load, metrics)");
-  positive("--io-threads", &http->io_threads, "event-loop threads (accept, read, frame, write; health probes; all but one also run a request each)");
+  positive("--io-threads", &http->io_threads, "event-loop threads (accept, read, frame, write; health probes; above 1, all but one also run a request each)");
   positive("--max-connections", &http->max_connections, "connections open at once; one more gets 503");
   positive("--max-header-bytes", &http->max_header_bytes, "request line plus header fields (431 beyond)");
   positive("--max-uri-bytes", &http->max_uri_bytes, "request target (414 beyond)");

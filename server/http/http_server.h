@@ -10,9 +10,9 @@
 // health probes themselves. Every other request (inference and its decoding, load/unload,
 // metrics, metadata) runs where it was framed when an event-loop turn is free (at most
 // io_threads - 1 such requests at once, so one event-loop thread always stays free for the
-// others and for health), else on one of `threads` worker threads. The turn saves the hop to a
-// worker, which cost a small inference more than its run (docs/performance.md). A request may
-// wait in its turn (for an inference slot, for memory) as on a worker; it leaves
+// others and for health), else on one of `threads` worker threads (with the default of one
+// event-loop thread: always on a worker). The turn saves the hop to a worker, which can cost a
+// small inference more than its run (docs/performance.md). A request may wait in its turn (for an inference slot, for memory) as on a worker; it leaves
 // when its client goes away (its socket is asked, as the waits poll). A connection owns no
 // thread while it waits: idle, slow and many clients cost a socket and a few KiB each, within
 // `max_connections` (one more is refused with 503).
@@ -48,10 +48,11 @@ struct HttpOptions {
   // Threads: workers run the requests that do work; a request waiting for admission holds one.
   // 32: more than --workers + a short queue, so that health and metadata stay answerable.
   size_t threads = 32;
-  // Event-loop threads. One keeps up with tens of thousands of small requests a second; the
-  // second lets one request at a time run without a hop to a worker (1: every request but the
-  // health probes goes to a worker).
-  size_t io_threads = 2;
+  // Event-loop threads. One keeps up with tens of thousands of small requests a second. More
+  // let io_threads - 1 requests at a time run without the hop to a worker: more throughput and a
+  // lower median under many small requests, but asio's threads then wake each other on every
+  // event, which costs a lone request ~10 us and, on 2 cores, the tail (docs/performance.md).
+  size_t io_threads = 1;
 
   // Connections open at once; one more gets 503 and is closed. An idle one costs ~5 KiB (measured).
   size_t max_connections = 1024;
