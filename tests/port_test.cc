@@ -4,6 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#ifndef _WIN32
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#endif
+
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -239,6 +245,32 @@ TEST(PortSha256Test, KnownDigests) {
   abc.Update("bc", 2);
   EXPECT_EQ(abc.Hex(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
+
+#ifndef _WIN32
+// A port with a listener on it is refused with the system's words; the same port once closed, and
+// port 0, are free; a host that does not resolve is refused with the resolver's.
+TEST(PortSocketTest, CheckListenableTellsATakenPortFromAFreeOne) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int taken = ntohs(addr.sin_port);
+  const Status st = CheckListenable("127.0.0.1", taken);
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(st.message(), "Address already in use");
+  close(fd);
+  EXPECT_TRUE(CheckListenable("127.0.0.1", taken).ok()) << "closed, the port is free again";
+  EXPECT_TRUE(CheckListenable("127.0.0.1", 0).ok());
+  const Status bad = CheckListenable("no-such-host.invalid", 8000);
+  EXPECT_EQ(bad.code(), StatusCode::kUnavailable);
+  EXPECT_FALSE(bad.message().empty());
+}
+#endif
 
 }  // namespace
 }  // namespace ebb::port

@@ -2,58 +2,24 @@
 
 #include <grpcpp/grpcpp.h>
 
-#ifndef _WIN32
-#include <netdb.h>
-#include <sys/socket.h>
-#include <unistd.h>
-#endif
-
-#include <cerrno>
 #include <climits>
-#include <cstring>
 #include <deque>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "health_service.h"
+#include "port/port.h"
 
 namespace ebb::server {
 namespace {
 
-// Binds (and closes) a socket on host:port as gRPC would (SO_REUSEADDR, no
-// SO_REUSEPORT), so that a port already taken is one clear error before gRPC
-// tries: gRPC core would log its own multi-line bind failure to stderr first.
-// A port taken between this check and gRPC's bind still fails, with that log.
+// A port already taken is one clear error before gRPC tries (port::CheckListenable binds as gRPC
+// would): gRPC core would log its own multi-line bind failure to stderr first.
 Status CheckPortFree(const std::string& host, int port) {
-#ifdef _WIN32
-  (void)host, (void)port;
-  return Status::Ok();  // POSIX sockets only; gRPC's own failure (and its log) stands there
-#else
-  if (port == 0) return Status::Ok();  // gRPC picks a free one
-  const std::string where = host + ":" + std::to_string(port);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* found = nullptr;
-  if (int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0) {
-    return Unavailable("gRPC cannot listen on " + where + ": " + gai_strerror(rc));
-  }
-  int error = 0;
-  const int fd = socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, found->ai_protocol);
-  if (fd < 0) {
-    error = errno;
-  } else {
-    const int on = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-    if (bind(fd, found->ai_addr, found->ai_addrlen) != 0) error = errno;
-    close(fd);
-  }
-  freeaddrinfo(found);
-  if (error != 0) return Unavailable("gRPC cannot listen on " + where + ": " + std::strerror(error));
-  return Status::Ok();
-#endif
+  Status st = port::CheckListenable(host, port);
+  if (st.ok()) return st;
+  return Unavailable("gRPC cannot listen on " + host + ":" + std::to_string(port) + ": " + st.message());
 }
 
 // The completion queue's threads (async_call.h): one leads, up to 3 more run ModelInfer calls (and the

@@ -341,6 +341,14 @@ int64_t SendWithoutWaiting(intptr_t socket, const void* a, size_t a_size, const 
 enum class PeerState { kSent, kClosed, kNothing };
 PeerState PeekPeer(intptr_t socket);
 
+// Whether a TCP listener could bind host:port now: binds (and closes) a socket
+// there as a server would (SO_REUSEADDR, no SO_REUSEPORT). Ok, or kUnavailable
+// whose message is the reason alone (the resolver's or the system's words).
+// Port 0 is always Ok. On Windows nothing is checked (Ok): the server's own
+// bind reports it there. A port taken between this check and the bind still
+// fails at the bind.
+Status CheckListenable(const std::string& host, int port);
+
 // Raises this process's soft limit on open files to `needed` when it is
 // lower. Returns -1 when done or not needed (always on Windows, whose socket
 // count has no such limit), else the hard limit that is too low.

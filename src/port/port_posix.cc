@@ -2,6 +2,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <netdb.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <onnxruntime_c_api.h>
@@ -553,6 +554,31 @@ PeerState PeekPeer(intptr_t socket) {
   if (n > 0) return PeerState::kSent;
   if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return PeerState::kClosed;
   return PeerState::kNothing;
+}
+
+Status CheckListenable(const std::string& host, int port) {
+  if (port == 0) return Status::Ok();  // the server picks a free one
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0) {
+    return Unavailable(gai_strerror(rc));
+  }
+  int error = 0;
+  const int fd = socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, found->ai_protocol);
+  if (fd < 0) {
+    error = errno;
+  } else {
+    const int on = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    if (bind(fd, found->ai_addr, found->ai_addrlen) != 0) error = errno;
+    close(fd);
+  }
+  freeaddrinfo(found);
+  if (error != 0) return Unavailable(std::strerror(error));
+  return Status::Ok();
 }
 
 int64_t RaiseOpenFileLimit(size_t needed) {
