@@ -125,7 +125,8 @@ struct Transport {
   void Accept();
   void OnAccept(const error_code& ec, tcp::socket socket);
 
-  // The budget of body bytes in flight (the core's, shared with gRPC).
+  // An event-loop turn (HttpOptions::io_threads): true when one of the io_threads - 1 was free and
+  // is now taken; GiveBackInlineTurn returns it.
   bool TakeInlineTurn() {
     size_t free = inline_turns.load(std::memory_order_relaxed);
     while (free > 0 && !inline_turns.compare_exchange_weak(free, free - 1, std::memory_order_acquire)) {
@@ -134,6 +135,7 @@ struct Transport {
   }
   void GiveBackInlineTurn() { inline_turns.fetch_add(1, std::memory_order_release); }
 
+  // The budget of body bytes in flight (the core's, shared with gRPC).
   bool Reserve(size_t n) { return body_budget.TryCharge(n); }
   void Unreserve(size_t n) { body_budget.Release(n); }
 
