@@ -83,6 +83,8 @@ class RuntimeContext {
 
   // Statistics of the shared CPU arena, when there is one.
   std::optional<ArenaStats> ReadSharedArena() const;
+  // Just its count of shrinks (what TrimHeap asks after every releasing run), read cheaply.
+  std::optional<int64_t> SharedArenaShrinks() const;
 
   // Why CUDA cannot be used in this process, once a load found out (no
   // provider library, no driver); later loads skip the attempt.
@@ -96,6 +98,7 @@ class RuntimeContext {
   std::unique_ptr<Ort::Env> env_;
   std::shared_ptr<ArenaGate> shared_gate_;
   std::unique_ptr<Ort::Session> trim_session_;
+  std::unique_ptr<Ort::Allocator> shared_allocator_;  // the shared arena, through the trim session
   std::unique_ptr<OptimizedModelCache> optimized_cache_;
   std::string cache_problem_;
   size_t shared_cap_ = 0;
