@@ -217,6 +217,24 @@ TEST(ParseJson, SpecExample) {
   EXPECT_FALSE(r->request.keep_alive_ms.has_value());
 }
 
+// Names, datatypes and shapes in their plain form are read without a JSON tree; escapes, spaces
+// and an empty shape take the general way, and both must read the same.
+TEST(ParseJson, FieldsWithEscapesAndSpacesReadAsThePlainOnes) {
+  Result<RestInferRequest> r = ParseJson(R"({"inputs": [
+    {"name": "in\u0070ut0", "shape" : [ 2 ,1 ], "datatype": "F\u005032", "data": [1, 2]},
+    {"name":"input1","shape":[],"datatype":"INT64","data":[7]},
+    {"name": "", "shape": [0, 3], "datatype": "UINT8", "data": []}
+  ]})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->request.inputs.size(), 3u);
+  EXPECT_EQ(r->request.inputs[0].name, "input0");
+  EXPECT_TRUE(r->request.inputs[0].tensor.BitwiseEquals(Make<float>(DataType::kFloat32, {2, 1}, {1, 2})));
+  EXPECT_EQ(r->request.inputs[1].name, "input1");
+  EXPECT_TRUE(r->request.inputs[1].tensor.BitwiseEquals(Make<int64_t>(DataType::kInt64, {}, {7})));
+  EXPECT_EQ(r->request.inputs[2].name, "");
+  EXPECT_TRUE(r->request.inputs[2].tensor.BitwiseEquals(Make<uint8_t>(DataType::kUInt8, {0, 3}, {})));
+}
+
 TEST(ParseJson, NestedDataIsFlattenedRowMajor) {
   Result<RestInferRequest> r = ParseJson(R"({"inputs": [
     {"name": "a", "shape": [2, 2], "datatype": "INT32", "data": [[1, 2], [3, 4]]},

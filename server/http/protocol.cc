@@ -93,18 +93,65 @@ std::string_view ValueText(std::string_view span) {
   return first == std::string_view::npos ? std::string_view() : span.substr(first);
 }
 
-// The tree of the value in `span`; nullopt (no error) when the member was absent.
-Result<std::optional<json>> ReadField(const std::optional<std::string_view>& span, const std::string& what) {
+// The tree of the value in `span`; nullopt (no error) when the member was absent. An error
+// names `field` of `owner` ("input \"x\": 'shape'"); the message is built only then.
+Result<std::optional<json>> ReadField(const std::optional<std::string_view>& span, std::string_view owner,
+                                      std::string_view field) {
   if (!span) return std::optional<json>();
   const std::string_view text = ValueText(*span);
+  auto what = [&] { return (owner.empty() ? std::string() : std::string(owner) + ": ") + "'" + std::string(field) + "'"; };
   if (text.size() > kMaxFieldBytes) {
-    return InvalidArgument(what + " is longer than the limit of " + std::to_string(kMaxFieldBytes) + " bytes");
+    return InvalidArgument(what() + " is longer than the limit of " + std::to_string(kMaxFieldBytes) + " bytes");
   }
   // The reader has checked the syntax and the depth already; what nlohmann refuses more is a
   // number beyond the double range.
   json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (value.is_discarded()) return InvalidArgument(what + " holds a number beyond the range of a double");
+  if (value.is_discarded()) return InvalidArgument(what() + " holds a number beyond the range of a double");
   return std::optional<json>(std::move(value));
+}
+
+// The plain forms of an input's fields, read without building a tree: they come with every
+// input of every request, and a tree cost ~3,000 instructions a field. Anything else (escapes,
+// a sign, a fraction, an overlong field) is nullopt and takes ReadField's way, with its checks
+// and messages. The reader has checked the syntax and the encoding already.
+std::optional<std::string_view> PlainString(const std::optional<std::string_view>& span) {
+  if (!span) return std::nullopt;
+  const std::string_view text = ValueText(*span);
+  if (text.size() < 2 || text.size() > kMaxFieldBytes || text.front() != '"' || text.back() != '"') return std::nullopt;
+  const std::string_view inner = text.substr(1, text.size() - 2);
+  if (inner.find('\\') != std::string_view::npos) return std::nullopt;
+  return inner;
+}
+
+std::optional<Shape> PlainShape(const std::optional<std::string_view>& span) {
+  if (!span) return std::nullopt;
+  const std::string_view text = ValueText(*span);
+  if (text.size() < 2 || text.size() > kMaxFieldBytes || text.front() != '[') return std::nullopt;
+  Shape shape;
+  const char* p = text.data() + 1;
+  const char* const end = text.data() + text.size();
+  auto skip_space = [&] {
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) ++p;
+  };
+  skip_space();
+  if (p < end && *p == ']') return ++p == end ? std::optional<Shape>(shape) : std::nullopt;
+  for (;;) {
+    if (p == end || *p < '0' || *p > '9') return std::nullopt;
+    int64_t d = 0;
+    const auto [next, ec] = std::from_chars(p, end, d);
+    if (ec != std::errc()) return std::nullopt;
+    p = next;
+    if (p < end && (*p == '.' || *p == 'e' || *p == 'E')) return std::nullopt;
+    shape.push_back(d);
+    skip_space();
+    if (p < end && *p == ',') {
+      ++p;
+      skip_space();
+      continue;
+    }
+    if (p < end && *p == ']' && p + 1 == end) return shape;
+    return std::nullopt;
+  }
 }
 
 // The string `key` of an object; `where` prefixes the error.
@@ -277,22 +324,36 @@ class InputReader {
   // Reads name, datatype and shape (once), and checks the element count.
   Status Resolve(const ParseOptions& options) {
     if (resolved_) return Status::Ok();
-    Result<std::optional<json>> name_value = ReadField(spans_[kName], where_ + ": 'name'");
-    if (!name_value.ok()) return name_value.status();
-    Result<std::string> name = RequiredString(*name_value, "name", where_);
-    if (!name.ok()) return name.status();
-    name_ = std::move(*name);
+    if (std::optional<std::string_view> plain = PlainString(spans_[kName])) {
+      name_.assign(plain->data(), plain->size());
+    } else {
+      Result<std::optional<json>> name_value = ReadField(spans_[kName], where_, "name");
+      if (!name_value.ok()) return name_value.status();
+      Result<std::string> name = RequiredString(*name_value, "name", where_);
+      if (!name.ok()) return name.status();
+      name_ = std::move(*name);
+    }
     label_ = "input " + Quote(name_);
-    Result<std::optional<json>> type_value = ReadField(spans_[kDatatype], label_ + ": 'datatype'");
-    if (!type_value.ok()) return type_value.status();
-    Result<DataType> type = ParseDatatype(*type_value, label_);
-    if (!type.ok()) return type.status();
-    type_ = *type;
-    Result<std::optional<json>> shape_value = ReadField(spans_[kShape], label_ + ": 'shape'");
-    if (!shape_value.ok()) return shape_value.status();
-    Result<Shape> shape = ParseShape(*shape_value, label_);
-    if (!shape.ok()) return shape.status();
-    shape_ = std::move(*shape);
+    std::optional<DataType> plain_type;
+    if (std::optional<std::string_view> plain = PlainString(spans_[kDatatype])) plain_type = ParseDataType(*plain);
+    if (plain_type) {
+      type_ = *plain_type;
+    } else {
+      Result<std::optional<json>> type_value = ReadField(spans_[kDatatype], label_, "datatype");
+      if (!type_value.ok()) return type_value.status();
+      Result<DataType> type = ParseDatatype(*type_value, label_);
+      if (!type.ok()) return type.status();
+      type_ = *type;
+    }
+    if (std::optional<Shape> plain = PlainShape(spans_[kShape])) {
+      shape_ = std::move(*plain);
+    } else {
+      Result<std::optional<json>> shape_value = ReadField(spans_[kShape], label_, "shape");
+      if (!shape_value.ok()) return shape_value.status();
+      Result<Shape> shape = ParseShape(*shape_value, label_);
+      if (!shape.ok()) return shape.status();
+      shape_ = std::move(*shape);
+    }
     Result<int64_t> count = CheckedElementCount(shape_, type_, label_, options);
     if (!count.ok()) return count.status();
     count_ = *count;
@@ -314,7 +375,7 @@ class InputReader {
   // its datatype or shape, or the binary data. `header` is the JSON text the spans point into.
   Result<NamedTensor> Finish(std::string_view header, const ParseOptions& options, BinarySection* binary) {
     EBB_RETURN_IF_ERROR(Resolve(options));
-    Result<std::optional<json>> params = ReadField(spans_[kParameters], label_ + ": 'parameters'");
+    Result<std::optional<json>> params = ReadField(spans_[kParameters], label_, "parameters");
     if (!params.ok()) return params.status();
     Result<std::optional<int64_t>> binary_size = ParseBinaryDataSize(*params, label_);
     if (!binary_size.ok()) return binary_size.status();
@@ -603,7 +664,7 @@ Status ParseOneOutput(const json& output, size_t index, RestInferRequest* rest) 
 }
 
 Status ParseOutputs(const RequestFields& fields, RestInferRequest* request) {
-  Result<std::optional<json>> outputs = ReadField(fields.outputs, "'outputs'");
+  Result<std::optional<json>> outputs = ReadField(fields.outputs, "", "outputs");
   if (!outputs.ok()) return outputs.status();
   if (!*outputs) return Status::Ok();
   if (!(*outputs)->is_array()) return InvalidArgument("'outputs' must be an array");
@@ -641,14 +702,14 @@ Status ParseSequence(const json& params, InferRequest* request) {
 // "id" and the request-level parameters ebb understands.
 Status ParseRequestFields(const RequestFields& fields, RestInferRequest* rest) {
   InferRequest* request = &rest->request;
-  Result<std::optional<json>> id = ReadField(fields.id, "'id'");
+  Result<std::optional<json>> id = ReadField(fields.id, "", "id");
   if (!id.ok()) return id.status();
   if (*id) {
     const auto* s = (*id)->get_ptr<const json::string_t*>();
     if (s == nullptr) return InvalidArgument("'id' must be a string, got " + Excerpt(**id));
     request->id = *s;
   }
-  Result<std::optional<json>> params_value = ReadField(fields.parameters, "'parameters'");
+  Result<std::optional<json>> params_value = ReadField(fields.parameters, "", "parameters");
   if (!params_value.ok()) return params_value.status();
   Result<const json*> params = Parameters(*params_value, "request");
   if (!params.ok()) return params.status();
