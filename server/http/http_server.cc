@@ -293,7 +293,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return Send(std::move(reply));
     }
     client_gone_ = std::make_shared<std::atomic<bool>>(false);
-    WatchForClose(++handling_);
+    const uint64_t handling = ++handling_;
     asio::post(t_.workers, [self = shared_from_this(), work = asio::make_work_guard(executor())] {
       Outgoing reply = self->Prepare(self->Handle());
       // The reply leaves from here when the socket takes it at once (the usual case), one thread
@@ -301,6 +301,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
       self->SendNow(reply);
       asio::post(self->executor(), [self, reply = std::move(reply)]() mutable { self->Send(std::move(reply)); });
     });
+    // Armed after the hand-off, so that the worker starts while this thread asks the event loop
+    // to watch the socket (a system call). Its reply comes back to this strand only after this
+    // handler, so the watch is in place before the reply is sent.
+    WatchForClose(handling);
   }
 
   // While a request is handled the strand does not read; the socket turning readable then means
