@@ -85,7 +85,8 @@ void KeepHeapReturnable();
 
 // Re-executes this program once with the allocator's large blocks on huge
 // pages (glibc.malloc.hugetlb=1 in GLIBC_TUNABLES, read by glibc only at
-// start-up), unless EBB_NO_HUGEPAGES is set or the tunable already is.
+// start-up), unless EBB_NO_HUGEPAGES is set, the tunable already is, or it
+// runs under valgrind (which cannot follow the re-execution).
 // Returns only when it did not (on failure, or where there is no such
 // setting: Windows). `argv` as main got it.
 void RestartWithHugePageHeap(char** argv);

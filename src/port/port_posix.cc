@@ -142,6 +142,10 @@ void KeepHeapReturnable() {
 void RestartWithHugePageHeap(char** argv) {
   const char* tunables = std::getenv("GLIBC_TUNABLES");
   if (std::getenv("EBB_NO_HUGEPAGES") || (tunables && std::strstr(tunables, "glibc.malloc.hugetlb"))) return;
+  // Under valgrind /proc/self/exe is valgrind's own tool, which refuses to be started by hand:
+  // the restart would end the process ("You cannot run ... directly"). Its preload says it is there.
+  const char* preload = std::getenv("LD_PRELOAD");
+  if (preload && std::strstr(preload, "vgpreload")) return;
   std::string value = tunables ? std::string(tunables) + ":glibc.malloc.hugetlb=1" : "glibc.malloc.hugetlb=1";
   setenv("GLIBC_TUNABLES", value.c_str(), 1);
   execv("/proc/self/exe", argv);  // returns only on failure: carry on with 4 KiB pages
