@@ -84,9 +84,13 @@ std::unique_ptr<BenchServer> BenchServer::Start(const BenchOptions& options) {
   for (int64_t& d : b->shape) d = d < 0 ? 1 : d;
   b->values.assign(static_cast<size_t>(ElementCount(b->shape)), 0.5f);
   b->inputs.push_back({in.name, Tensor::FromFloats(b->shape, b->values)});
-  b->json_body = nlohmann::json{{"inputs",
-                                 {{{"name", in.name}, {"shape", b->shape}, {"datatype", "FP32"}, {"data", b->values}}}}}
-                     .dump();
+  // The members in the order Triton's clients write them (name, shape, datatype, then data), so
+  // that the data is decoded as it is read; nlohmann's sorted keys would put "data" first, which
+  // the server reads too, in a second pass over it once the datatype is known.
+  b->json_body =
+      nlohmann::ordered_json{
+          {"inputs", {{{"name", in.name}, {"shape", b->shape}, {"datatype", "FP32"}, {"data", b->values}}}}}
+          .dump();
   b->infer_path = "/v2/models/" + b->model + "/infer";
   const std::string header =
       nlohmann::json{{"inputs",
