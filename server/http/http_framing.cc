@@ -410,6 +410,11 @@ int RequestFramer::version() const { return parser_->http_version_; }
 const std::vector<std::pair<std::string, std::string>>& RequestFramer::headers() const { return parser_->headers_; }
 bool RequestFramer::keep_alive() const { return parser_->keep_alive(); }
 bool RequestFramer::expects_continue() const { return parser_->expects_continue_ && parser_->framer_state_ == State::kBody; }
+std::optional<uint64_t> RequestFramer::body_bytes_left() const {
+  const boost::optional<std::uint64_t> left = parser_->content_length_remaining();
+  if (!left || parser_->chunked()) return std::nullopt;
+  return *left;
+}
 std::string& RequestFramer::body() { return parser_->body_; }
 size_t RequestFramer::reserved_bytes() const { return parser_->reserved_; }
 

@@ -94,6 +94,9 @@ class RequestFramer {
   const std::vector<std::pair<std::string, std::string>>& headers() const;
   bool keep_alive() const;        // by version and Connection
   bool expects_continue() const;  // `Expect: 100-continue` and a body still to come
+  // Valid in kBody: the bytes of a Content-Length body still to come (as sent, before any
+  // decompression); nullopt for a chunked body, whose length is not known.
+  std::optional<uint64_t> body_bytes_left() const;
   // Valid in kComplete: the decoded body (the caller may move it out).
   std::string& body();
   // Bytes granted by `reserve` so far (what the caller's budget holds for this request).

@@ -210,6 +210,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
       case Phase::kBody:
         SetDeadline(std::min(now + std::chrono::seconds(t_.options.read_timeout_s), body_deadline_));
         want = kBodyReadBytes;
+        // No more room than the rest of a body of known length needs: a small body then fits in
+        // the buffer the header came in, instead of growing it to 64 KiB and shrinking it back
+        // after the reply (a malloc, a free and a consolidation of glibc's heap per request).
+        if (const std::optional<uint64_t> left = framer_->body_bytes_left()) {
+          want = static_cast<size_t>(std::clamp<uint64_t>(*left, 1, kBodyReadBytes));
+        }
         break;
       default: return;
     }
