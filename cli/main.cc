@@ -32,6 +32,12 @@ void AddHttpOptions(CLI::App* serve, server::HttpOptions* http, server::ServiceO
   };
   positive("--http-threads", &http->threads, "worker threads for requests that do work (inference, load, metrics)");
   positive("--io-threads", &http->io_threads, "event-loop threads (accept, read, frame, write; health probes; above 1, all but one also run a request each)");
+  serve
+      ->add_option("--quick-run-us", http->quick_run_us,
+                   "an inference with nothing in flight beside it, whose model's last request took less than this, "
+                   "runs on the event loop without the hop to a worker (0: never)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   positive("--max-connections", &http->max_connections, "connections open at once; one more gets 503");
   positive("--max-header-bytes", &http->max_header_bytes, "request line plus header fields (431 beyond)");
   positive("--max-uri-bytes", &http->max_uri_bytes, "request target (414 beyond)");

@@ -34,6 +34,7 @@ void Add(Duration* d, uint64_t ns) {
 // One model version's statistics. Guarded by InferenceService::stats_mu_.
 struct InferenceService::Counters {
   ModelStatistics stats;
+  uint64_t last_success_ns = 0;  // the last successful request's whole time in Infer (RunsAtOnce)
 };
 
 // Counts a call in flight for WaitIdle.
@@ -123,6 +124,22 @@ Result<bool> InferenceService::ModelReady(const std::string& model, const std::s
   auto info = repository_->Info(model, version);
   if (!info.ok()) return info.status();
   return info->state == PoolState::kReady;
+}
+
+bool InferenceService::RunsAtOnce(const std::string& model, const std::string& version,
+                                  std::chrono::nanoseconds limit) {
+  if (limit.count() <= 0 || shutting_down_) return false;
+  {
+    std::lock_guard<std::mutex> lock(idle_mu_);
+    if (in_flight_ != 0) return false;  // another inference or a load: a worker or memory may be waited for
+  }
+  auto info = repository_->Info(model, version);
+  if (!info.ok() || info->state != PoolState::kReady) return false;  // not loaded: a load would come first
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  const auto it = stats_.find({model, info->version});
+  if (it == stats_.end()) return false;  // never answered: how long it takes is not known
+  const uint64_t last = it->second->last_success_ns;
+  return last > 0 && last < static_cast<uint64_t>(limit.count());
 }
 
 Result<ModelConfiguration> InferenceService::Configuration(const std::string& model, const std::string& version) {
@@ -372,6 +389,7 @@ void InferenceService::RecordOutcome(const std::string& model, const std::string
       ++s.inference_count;
       ++s.execution_count;
       Add(&s.success, t.total);
+      c->last_success_ns = t.total;
       Add(&s.compute_input, t.input);
       Add(&s.compute_infer, t.infer);
       Add(&s.compute_output, t.output);

@@ -34,6 +34,11 @@ using boost::system::error_code;
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kIdleReadBytes = 4u << 10;     // buffer of a connection waiting for a request
+// The largest body of a quick request (HttpOptions::quick_run_us): its decoding, which the
+// request's last time covers only for bodies like its own, stays within a few microseconds.
+constexpr size_t kQuickBodyBytes = 64u << 10;
+// A request is lone (Transport::Lone) when no other connection dispatched one within this.
+constexpr auto kLoneWindow = std::chrono::milliseconds(1);
 constexpr size_t kHeaderReadBytes = 16u << 10;
 constexpr size_t kBodyReadBytes = 64u << 10;
 constexpr auto kLingerRead = std::chrono::seconds(2);   // after a closing reply, drain the client's
@@ -135,6 +140,18 @@ struct Transport {
   }
   void GiveBackInlineTurn() { inline_turns.fetch_add(1, std::memory_order_release); }
 
+  // Whether the connection `me`, dispatching a request now, is the only one that did within the
+  // last kLoneWindow (health probes not counted): the quick path is for a lone client. Several
+  // clients at once go to the workers, which run their requests side by side, where the event
+  // loop would run them one after the other. Called for every dispatch it is to track.
+  bool Lone(const void* me) {
+    const int64_t now = Clock::now().time_since_epoch().count();
+    const void* previous = last_dispatcher.exchange(me, std::memory_order_relaxed);
+    const int64_t before = last_dispatch.exchange(now, std::memory_order_relaxed);
+    return previous == me || previous == nullptr ||
+           now - before > std::chrono::duration_cast<Clock::duration>(kLoneWindow).count();
+  }
+
   // The budget of body bytes in flight (the core's, shared with gRPC).
   bool Reserve(size_t n) { return body_budget.TryCharge(n); }
   void Unreserve(size_t n) { body_budget.Release(n); }
@@ -147,6 +164,8 @@ struct Transport {
   std::atomic<size_t> refusing{0};
   std::atomic<bool> stopping{false};
   std::atomic<size_t> inline_turns{options.io_threads > 1 ? options.io_threads - 1 : 0};
+  std::atomic<const void*> last_dispatcher{nullptr};  // Lone(): the connection of the last dispatch
+  std::atomic<int64_t> last_dispatch{0};              // and when (Clock ticks)
   int port = 0;
   std::mutex mu;
   std::unordered_set<Connection*> live;  // guarded by mu; for Stop
@@ -286,16 +305,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
     head_request_ = framer_->method() == "HEAD";
     http10_ = framer_->version() == 10;
     if (AnsweredInline(*framer_)) return Send(Prepare(Handle()));
-    if (t_.TakeInlineTurn()) {
-      // An event-loop turn: the request runs here, without the hop to a worker, while another
-      // event-loop thread serves the other connections (at most io_threads - 1 turns are out).
-      // The strand is busy, so the client's going away is learnt by asking the socket when a
-      // wait polls `cancelled`, not by WatchForClose.
+    const bool quick = IsQuick();
+    if (quick || t_.TakeInlineTurn()) {
+      // A quick request, or an event-loop turn (another event-loop thread serves the other
+      // connections meanwhile; at most io_threads - 1 turns are out): the request runs here,
+      // without the hop to a worker. The strand is busy, so the client's going away is learnt
+      // by asking the socket when a wait polls `cancelled`, not by WatchForClose.
       client_gone_.reset();
       inline_socket_ = static_cast<intptr_t>(socket_.native_handle());
       Outgoing reply = Prepare(Handle());
       inline_socket_ = -1;
-      t_.GiveBackInlineTurn();
+      if (!quick) t_.GiveBackInlineTurn();
       return Send(std::move(reply));
     }
     client_gone_ = std::make_shared<std::atomic<bool>>(false);
@@ -311,6 +331,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // to watch the socket (a system call). Its reply comes back to this strand only after this
     // handler, so the watch is in place before the reply is sent.
     WatchForClose(handling);
+  }
+
+  // HttpOptions::quick_run_us: a small inference that nothing stands in front of and that was
+  // quick last time.
+  bool IsQuick() {
+    if (t_.options.quick_run_us == 0) return false;
+    if (!t_.Lone(this) || framer_->body().size() > kQuickBodyBytes) return false;
+    HttpRequest request{framer_->method(), framer_->target(), {}, framer_->body()};
+    return t_.api.RunsAtOnce(request, std::chrono::microseconds(t_.options.quick_run_us));
   }
 
   // While a request is handled the strand does not read; the socket turning readable then means

@@ -245,6 +245,14 @@ HttpReply ReplyFor(const Status& status) {
   return ErrorReply(code, status.message());
 }
 
+bool RestApi::RunsAtOnce(const HttpRequest& request, std::chrono::nanoseconds limit) {
+  if (request.method != "POST") return false;
+  Result<std::vector<std::string>> segments = SplitPath(request.target);
+  if (!segments.ok()) return false;
+  const Route route = Match(*segments);
+  return route.endpoint == Endpoint::kInfer && service_.RunsAtOnce(route.model, route.version, limit);
+}
+
 HttpReply RestApi::Handle(const HttpRequest& request) {
   Result<std::vector<std::string>> segments = SplitPath(request.target);
   if (!segments.ok()) return ReplyFor(segments.status());

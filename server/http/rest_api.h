@@ -68,6 +68,9 @@ class RestApi {
   explicit RestApi(InferenceService& service) : service_(service) {}
 
   HttpReply Handle(const HttpRequest& request);
+  // Whether `request` is an inference that would start at once and take less than `limit`
+  // (InferenceService::RunsAtOnce), for a transport that would then run it where it was framed.
+  bool RunsAtOnce(const HttpRequest& request, std::chrono::nanoseconds limit);
 
  private:
   HttpReply Infer(const std::string& model, const std::string& version, const HttpRequest& request);
