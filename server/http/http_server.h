@@ -10,8 +10,8 @@
 // health probes themselves. Every other request (inference and its decoding, load/unload,
 // metrics, metadata) runs where it was framed when an event-loop turn is free (at most
 // io_threads - 1 such requests at once, so one event-loop thread always stays free for the
-// others and for health), or when it is quick (`quick_run_us`: a lone small inference that took
-// less than that last time), else on one of `threads` worker threads. Both save the hop to a
+// others and for health), or when it is quick (`quick_run_us`: a lone client's small inference
+// that took less than that last time), else on one of `threads` worker threads. Both save the hop to a
 // worker, which can cost a small inference more than its run (docs/performance.md). A request may wait in its turn (for an inference slot, for memory) as on a worker; it leaves
 // when its client goes away (its socket is asked, as the waits poll). A connection owns no
 // thread while it waits: idle, slow and many clients cost a socket and a few KiB each, within
@@ -54,9 +54,9 @@ struct HttpOptions {
   // event, which costs a lone request ~10 us and, on 2 cores, the tail (docs/performance.md).
   size_t io_threads = 1;
   // A quick request runs on the event-loop thread that framed it, without the hop to a worker: an
-  // inference when nothing else is in flight, its model is loaded and its last request took
-  // less than this many microseconds in the core (InferenceService::RunsAtOnce), with a body of
-  // at most 64 KiB. The event loop then waits for it, so this bounds (by the last
+  // inference from a lone client (no other connection dispatched one within 1 ms), when nothing
+  // else is in flight, its model is loaded and its last request took less than this many
+  // microseconds in the core (InferenceService::RunsAtOnce), with a body of at most 64 KiB. The event loop then waits for it, so this bounds (by the last
   // request) what one such request delays the other connections and the health probes. 0: never.
   size_t quick_run_us = 200;
 
