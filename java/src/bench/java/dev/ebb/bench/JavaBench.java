@@ -167,13 +167,20 @@ public final class JavaBench {
             + "\n  \"load_average_1min\": %.2f,\n  \"cpus\": %d,\n  \"call_overhead\": %s,"
             + "\n  \"sessions_50\": {\"default\": %s,\n                  \"per_session\": %s,"
             + "\n                  \"per_session_reserved_50_over_10\": %.2f},"
-            + "\n  \"goals\": {\n    \"call_overhead_wall_ratio_le_1_05\": %b,\n    \"call_overhead_wall_ratio\": %.4f,"
-            + "\n    \"shared_arena_under_cap\": %b,\n    \"shared_arena_growth_le_1_KiB_per_session\": %b,"
-            + "\n    \"shared_arena_growth_per_session_bytes\": %.0f,"
-            + "\n    \"per_session_arenas_grow_linearly\": %b\n  }\n}",
+            // The goals in the form every `ebb bench` command prints (cli/bench_goals.h).
+            + "\n  \"goals\": {"
+            + "\n    \"call_overhead_wall_ratio_le_1_05\": {\"value\": %.4f, \"limit\": 1.05, \"op\": \"<=\", \"met\": %b,"
+            + " \"unit\": \"Java median / C++ median, wall\"},"
+            + "\n    \"shared_arena_under_cap\": {\"value\": %d, \"limit\": %d, \"op\": \"<=\", \"met\": %b,"
+            + " \"unit\": \"peak reserved bytes of the shared arena / its cap\"},"
+            + "\n    \"shared_arena_growth_le_1_KiB_per_session\": {\"value\": %.0f, \"limit\": 1024, \"op\": \"<=\","
+            + " \"met\": %b, \"unit\": \"bytes of the shared arena a session\"},"
+            + "\n    \"per_session_arenas_grow_linearly\": {\"value\": %b, \"limit\": true, \"op\": \"==\", \"met\": %b,"
+            + " \"note\": \"per-session arenas: >= 1 MiB a session and 50 sessions 4-6x 10 (%.2f)\"}\n  }\n}",
         Report.quote(System.getProperty("java.version")), Report.quote(Runtime.version()),
         Report.quote(Runtime.ortVersion()), ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage(),
         java.lang.Runtime.getRuntime().availableProcessors(), overhead, Report.figures(shared), Report.figures(own),
-        ratio, mid[0] <= 1.05, mid[0], underCap, flat, shared.reservedPerSession(), linear));
+        ratio, mid[0], mid[0] <= 1.05, shared.peakReserved, shared.cap, underCap, shared.reservedPerSession(), flat,
+        linear, linear, ratio));
   }
 }
