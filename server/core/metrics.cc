@@ -3,6 +3,7 @@
 #include <prometheus/text_serializer.h>
 
 #include <algorithm>
+#include <charconv>
 #include <sstream>
 
 namespace ebb::server {
@@ -49,28 +50,32 @@ T& SeriesOf(prometheus::Family<T>& family, const std::string& name, const Labels
 // that no two label sets share a key whatever bytes a value holds (a model's name comes from the
 // client under ModelMesh). The labels' order is kept: a series reached in two orders is found
 // twice, then updated as one (prometheus-cpp's Add finds it).
-std::string CacheKey(const std::string& name, const Labels& labels) {
-  std::string key = name;
+// Written into `key` (cleared first), whose capacity a caller keeps from one update to the next.
+void CacheKey(std::string_view name, const Labels& labels, std::string* key) {
+  key->assign(name);
+  char digits[24];
+  auto append_sized = [&](const std::string& text) {
+    const auto end = std::to_chars(digits, digits + sizeof(digits), text.size()).ptr;
+    key->append(digits, end);
+    *key += ':';
+    *key += text;
+  };
   for (const auto& [k, v] : labels) {
-    key += '\0';
-    key += std::to_string(k.size());
-    key += ':';
-    key += k;
-    key += std::to_string(v.size());
-    key += ':';
-    key += v;
+    *key += '\0';
+    append_sized(k);
+    append_sized(v);
   }
-  return key;
 }
 
 }  // namespace
 
 template <typename T, typename Make>
-T& MetricsRegistry::CachedLocked(const std::string& name, const Labels& labels, Make make) {
-  std::string key = CacheKey(name, labels);
+T& MetricsRegistry::CachedLocked(std::string_view name, const Labels& labels, Make make) {
+  thread_local std::string key;  // its capacity stays: a lookup of a known series allocates nothing
+  CacheKey(name, labels, &key);
   if (const auto it = cache_.find(key); it != cache_.end()) return *static_cast<T*>(it->second);
   T& metric = make();
-  cache_.emplace(std::move(key), &metric);
+  cache_.emplace(key, &metric);
   return metric;
 }
 
@@ -93,26 +98,31 @@ Histogram& MetricsRegistry::GetHistogram(const std::string& name, const std::str
                   prometheus::Histogram::BucketBoundaries(buckets));
 }
 
-void MetricsRegistry::Increment(const std::string& name, const std::string& help, const Labels& labels, double by) {
+void MetricsRegistry::Increment(std::string_view name, std::string_view help, const Labels& labels, double by) {
   std::lock_guard<std::mutex> lock(mu_);
   CachedLocked<Counter>(name, labels, [&]() -> Counter& {
-    return SeriesOf(FamilyOf(counters_, prometheus::BuildCounter(), name, help, *registry_), name, labels, series_);
+    const std::string n(name);
+    return SeriesOf(FamilyOf(counters_, prometheus::BuildCounter(), n, std::string(help), *registry_), n, labels,
+                    series_);
   }).Increment(by);
 }
 
-void MetricsRegistry::Set(const std::string& name, const std::string& help, const Labels& labels, double value) {
+void MetricsRegistry::Set(std::string_view name, std::string_view help, const Labels& labels, double value) {
   std::lock_guard<std::mutex> lock(mu_);
   CachedLocked<Gauge>(name, labels, [&]() -> Gauge& {
-    return SeriesOf(FamilyOf(gauges_, prometheus::BuildGauge(), name, help, *registry_), name, labels, series_);
+    const std::string n(name);
+    return SeriesOf(FamilyOf(gauges_, prometheus::BuildGauge(), n, std::string(help), *registry_), n, labels,
+                    series_);
   }).Set(value);
 }
 
-void MetricsRegistry::Observe(const std::string& name, const std::string& help, const std::vector<double>& buckets,
+void MetricsRegistry::Observe(std::string_view name, std::string_view help, const std::vector<double>& buckets,
                               const Labels& labels, double value) {
   std::lock_guard<std::mutex> lock(mu_);
   CachedLocked<Histogram>(name, labels, [&]() -> Histogram& {
-    return SeriesOf(FamilyOf(histograms_, prometheus::BuildHistogram(), name, help, *registry_), name, labels,
-                    series_, prometheus::Histogram::BucketBoundaries(buckets));
+    const std::string n(name);
+    return SeriesOf(FamilyOf(histograms_, prometheus::BuildHistogram(), n, std::string(help), *registry_), n,
+                    labels, series_, prometheus::Histogram::BucketBoundaries(buckets));
   }).Observe(value);
 }
 
@@ -158,8 +168,10 @@ std::string MetricsRegistry::Render() const {
   return out.str();
 }
 
-std::vector<double> LatencyBuckets() {
-  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 60};
+const std::vector<double>& LatencyBuckets() {
+  static const std::vector<double> buckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                              0.25,  0.5,    1,     2.5,  5,     10,   25, 60};
+  return buckets;
 }
 
 }  // namespace ebb::server

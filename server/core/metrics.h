@@ -22,6 +22,7 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <string_view>
 #include <vector>
 
 namespace ebb::server {
@@ -48,9 +49,11 @@ class MetricsRegistry {
   // The same, looked up and updated under the registry's lock, so that a
   // concurrent RemoveSeries cannot free the series in between. Series of
   // things that can be forgotten (a model) are updated only through these.
-  void Increment(const std::string& name, const std::string& help, const Labels& labels, double by = 1);
-  void Set(const std::string& name, const std::string& help, const Labels& labels, double value);
-  void Observe(const std::string& name, const std::string& help, const std::vector<double>& buckets,
+  // `name` and `help` are views (string literals at every call): an update of a series already
+  // made allocates nothing but its key's growth, once per thread.
+  void Increment(std::string_view name, std::string_view help, const Labels& labels, double by = 1);
+  void Set(std::string_view name, std::string_view help, const Labels& labels, double value);
+  void Observe(std::string_view name, std::string_view help, const std::vector<double>& buckets,
                const Labels& labels, double value);
 
   // Drops every series, of every family, that has label `label` = `value`
@@ -78,7 +81,7 @@ class MetricsRegistry {
   // map and prometheus-cpp's own label hashing. Emptied by RemoveSeries. Guarded by mu_.
   std::unordered_map<std::string, void*> cache_;
   template <typename T, typename Make>
-  T& CachedLocked(const std::string& name, const Labels& labels, Make make);
+  T& CachedLocked(std::string_view name, const Labels& labels, Make make);
   struct Collector {
     std::string name, help;
     CollectFn collect;
@@ -87,6 +90,6 @@ class MetricsRegistry {
 };
 
 // Latency buckets in seconds, 1 ms to 60 s.
-std::vector<double> LatencyBuckets();
+const std::vector<double>& LatencyBuckets();
 
 }  // namespace ebb::server
