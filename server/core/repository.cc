@@ -227,14 +227,23 @@ Result<ModelFolder> ModelRepository::Register(const std::string& name, bool rere
 Result<ModelFolder> ModelRepository::Folder(const std::string& name) { return Register(name, /*reread=*/false); }
 
 Result<std::string> ModelRepository::ResolveVersion(const std::string& name, const std::string& version) {
+  auto resolve = [&](const std::vector<std::string>& versions) -> Result<std::string> {
+    if (version.empty()) return versions.back();
+    if (std::find(versions.begin(), versions.end(), version) == versions.end()) {
+      return NotFound("model '" + name + "' has no version '" + version + "' served; versions served: " +
+                      Join(versions));
+    }
+    return version;
+  };
+  {
+    // A model registered already (what Register(name, false) would return): read in place, not
+    // copied, since every inference asks.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (const auto it = models_.find(name); it != models_.end()) return resolve(it->second.versions);
+  }
   auto model = Register(name, /*reread=*/false);
   if (!model.ok()) return model.status();
-  if (version.empty()) return model->versions.back();
-  if (std::find(model->versions.begin(), model->versions.end(), version) == model->versions.end()) {
-    return NotFound("model '" + name + "' has no version '" + version + "' served; versions served: " +
-                    Join(model->versions));
-  }
-  return version;
+  return resolve(model->versions);
 }
 
 std::vector<ModelInfo> ModelRepository::Index() {

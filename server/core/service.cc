@@ -271,7 +271,6 @@ Result<InferResponse> InferenceService::Infer(const std::string& model, const st
   if (shutting_down_) return Unavailable("server is shutting down; retry on another instance");
   // An unknown model or version is answered before any statistic or metric,
   // so that a client cannot create entries or label values at will.
-  if (auto info = repository_->Info(model); !info.ok()) return info.status();
   Result<std::string> resolved = repository_->ResolveVersion(model, version);
   if (!resolved.ok()) return resolved.status();
   Timings t;
