@@ -367,6 +367,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     } else if (client_gone_) {
       request.cancelled = [gone = client_gone_] { return gone->load(); };
     }
+    request.headers.reserve(framer_->headers().size());
     for (const auto& [name, value] : framer_->headers()) request.headers.emplace_back(name, value);
     HttpReply reply;
     try {

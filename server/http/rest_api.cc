@@ -50,6 +50,7 @@ Result<std::vector<std::string>> SplitPath(std::string_view target) {
   path.remove_prefix(1);
   if (!path.empty() && path.back() == '/') path.remove_suffix(1);
   std::vector<std::string> segments(1);
+  segments.reserve(8);  // /v2/models/{m}/versions/{v}/infer: one allocation, not one per doubling
   for (size_t i = 0; i < path.size(); ++i) {
     const char c = path[i];
     if (c == '/') {
@@ -257,11 +258,11 @@ HttpReply RestApi::Handle(const HttpRequest& request) {
   Result<std::vector<std::string>> segments = SplitPath(request.target);
   if (!segments.ok()) return ReplyFor(segments.status());
   const Route route = Match(*segments);
-  const std::string shown = std::string(request.method) + " " + Shown(request.target);
-  if (route.endpoint == Endpoint::kNone) return ErrorReply(404, "no such endpoint: " + shown);
+  auto shown = [&] { return std::string(request.method) + " " + Shown(request.target); };  // for an error only
+  if (route.endpoint == Endpoint::kNone) return ErrorReply(404, "no such endpoint: " + shown());
   const bool head = request.method == "HEAD" && route.method == "GET";
   if (request.method != route.method && !head) {
-    HttpReply reply = ErrorReply(405, "method not allowed: " + shown + " (allowed: " + std::string(route.method) + ")");
+    HttpReply reply = ErrorReply(405, "method not allowed: " + shown() + " (allowed: " + std::string(route.method) + ")");
     reply.headers.emplace_back("Allow", route.method);
     return reply;
   }
