@@ -255,15 +255,22 @@ std::optional<int64_t> RuntimeContext::SharedArenaShrinks() const {
 }
 
 std::optional<ArenaStats> RuntimeContext::ReadSharedArena() const {
-  if (!trim_session_) return std::nullopt;
-  return ReadArenaStats(*trim_session_, Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault),
-                        "cpu:shared");
+  if (!shared_allocator_) return std::nullopt;
+  return ReadArenaStats(*shared_allocator_, "cpu:shared");
 }
 
 std::optional<ArenaStats> ReadArenaStats(const Ort::Session& session, const Ort::MemoryInfo& info,
                                          const std::string& name) {
   try {
     Ort::Allocator allocator(session, info);
+    return ReadArenaStats(allocator, name);
+  } catch (const Ort::Exception&) {
+    return std::nullopt;
+  }
+}
+
+std::optional<ArenaStats> ReadArenaStats(const Ort::Allocator& allocator, const std::string& name) {
+  try {
     auto stats = allocator.GetStats().GetKeyValuePairs();
     if (stats.empty()) return std::nullopt;  // not an arena
     ArenaStats a;

@@ -112,6 +112,8 @@ class RuntimeContext {
 // Reads an ORT arena's statistics through a session that uses it.
 std::optional<ArenaStats> ReadArenaStats(const Ort::Session& session, const Ort::MemoryInfo& info,
                                          const std::string& name);
+// The same through an allocator handle on the arena (kept by its owner, so not made per read).
+std::optional<ArenaStats> ReadArenaStats(const Ort::Allocator& allocator, const std::string& name);
 
 // Human-readable byte count: "64.0 MiB".
 std::string FormatBytes(int64_t bytes);
