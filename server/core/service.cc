@@ -133,13 +133,19 @@ bool InferenceService::RunsAtOnce(const std::string& model, const std::string& v
     std::lock_guard<std::mutex> lock(idle_mu_);
     if (in_flight_ != 0) return false;  // another inference or a load: a worker or memory may be waited for
   }
-  auto info = repository_->Info(model, version);
-  if (!info.ok() || info->state != PoolState::kReady) return false;  // not loaded: a load would come first
-  std::lock_guard<std::mutex> lock(stats_mu_);
-  const auto it = stats_.find({model, info->version});
-  if (it == stats_.end()) return false;  // never answered: how long it takes is not known
-  const uint64_t last = it->second->last_success_ns;
-  return last > 0 && last < static_cast<uint64_t>(limit.count());
+  Result<std::string> resolved = repository_->ResolveVersion(model, version);
+  if (!resolved.ok()) return false;
+  {
+    // First what is cheap to ask: a model whose last request was slow (or that was never
+    // answered: how long it takes is not known) goes to a worker without the pool's status.
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    const auto it = stats_.find({model, *resolved});
+    if (it == stats_.end()) return false;
+    const uint64_t last = it->second->last_success_ns;
+    if (last == 0 || last >= static_cast<uint64_t>(limit.count())) return false;
+  }
+  auto info = repository_->Info(model, *resolved);
+  return info.ok() && info->state == PoolState::kReady;  // not loaded: a load would come first
 }
 
 Result<ModelConfiguration> InferenceService::Configuration(const std::string& model, const std::string& version) {
