@@ -81,7 +81,11 @@ std::unique_ptr<BenchServer> BenchServer::Start(const BenchOptions& options) {
   const TensorInfo& in = b->session()->inputs()[0];
   b->input_name = in.name;
   b->shape = in.shape;
-  for (int64_t& d : b->shape) d = d < 0 ? 1 : d;
+  // A dynamic dimension is 1, or --size for each but the first (the batch): `--model convnet --size 224`
+  // sends a [1,3,224,224] image.
+  for (size_t i = 0; i < b->shape.size(); ++i) {
+    if (b->shape[i] < 0) b->shape[i] = i > 0 && options.size > 0 ? options.size : 1;
+  }
   b->values.assign(static_cast<size_t>(ElementCount(b->shape)), 0.5f);
   b->inputs.push_back({in.name, Tensor::FromFloats(b->shape, b->values)});
   // The members in the order Triton's clients write them (name, shape, datatype, then data), so
