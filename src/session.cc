@@ -253,7 +253,7 @@ Status RunOnce(SessionState& s, const std::string& model, const PreparedInputs& 
     for (size_t i = 0; known && i < out_index.size(); ++i) {
       const DataType type = s.outputs[out_index[i]].type;
       const Shape& shape = (*known)[out_index[i]];
-      results->push_back(reuse_buffers ? NewOutputTensor(type, shape) : Tensor(type, shape));
+      results->push_back(reuse_buffers ? NewReusableTensor(type, shape) : Tensor(type, shape));
       values.push_back(WrapTensor(results->back()));
     }
   } catch (const std::bad_alloc&) {

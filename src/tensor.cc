@@ -119,7 +119,7 @@ Tensor::Tensor(DataType type, Shape shape)
 Tensor::Tensor(DataType type, Shape shape, size_t byte_size)
     : type_(type), shape_(std::move(shape)), size_(byte_size), data_(new std::byte[size_]) {}
 
-Tensor detail::NewOutputTensor(DataType type, Shape shape) {
+Tensor detail::NewReusableTensor(DataType type, Shape shape) {
   Tensor t;
   t.type_ = type;
   t.shape_ = std::move(shape);

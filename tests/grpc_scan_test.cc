@@ -237,6 +237,40 @@ TEST(InferDecodeTest, DuplicateNamesAndKeepAliveAreCheckedAfterTheArenaParse) {
   EXPECT_EQ(decoded.status().code(), StatusCode::kInvalidArgument);
 }
 
+// raw_input_contents of 128 KiB and more are decoded into a buffer the request before gave back
+// (ebb/tensor.h, OutputBuffers), and nothing is kept past a release.
+TEST(InferDecodeTest, LargeRawInputsReuseTheBufferTheRequestBeforeGaveBack) {
+  detail::OutputBuffers::Drop();
+  inference::ModelInferRequest r;
+  auto* in = r.add_inputs();
+  in->set_name("x");
+  in->set_datatype("FP32");
+  in->add_shape(1);
+  in->add_shape(65536);
+  std::string raw(65536 * sizeof(float), '\0');
+  for (size_t i = 0; i < raw.size(); ++i) raw[i] = static_cast<char>(i * 7);
+  r.add_raw_input_contents(raw);
+  const std::string wire = r.SerializeAsString();
+  const std::byte* first = nullptr;
+  {
+    Result<InferRequest> decoded = ParseAndDecode(wire);
+    ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+    const Tensor& t = decoded->inputs[0].tensor;
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(t.data()), t.byte_size()), raw);
+    first = t.data();
+  }
+  EXPECT_EQ(detail::OutputBuffers::kept_bytes(), raw.size());
+  {
+    Result<InferRequest> decoded = ParseAndDecode(wire);
+    ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+    const Tensor& t = decoded->inputs[0].tensor;
+    EXPECT_EQ(t.data(), first);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(t.data()), t.byte_size()), raw);
+  }
+  detail::OutputBuffers::Drop();
+  EXPECT_EQ(detail::OutputBuffers::kept_bytes(), 0u);
+}
+
 TEST(InferEncodeTest, ThePiecesConcatenatedAreTheSerializedResponse) {
   InferResponse response{"m", "3", "id-1", {}};
   response.outputs.push_back({"a", Tensor::FromFloats({2}, std::vector<float>{1, 2})});

@@ -416,6 +416,53 @@ TEST(BinaryRequest, MixedJsonAndBinaryInputs) {
   EXPECT_EQ(r->request.inputs[3].tensor.byte_size(), 0u);
 }
 
+// A large input (128 KiB and more) is decoded into a buffer an earlier request's input or output gave
+// back, warm, not a fresh mmap that faults in every page on the copy (ebb/tensor.h, OutputBuffers);
+// a release frees what is kept, and a buffer taken before a release is not kept after it.
+TEST(BinaryRequest, LargeInputsReuseTheBufferTheRequestBeforeGaveBack) {
+  detail::OutputBuffers::Drop();
+  constexpr int64_t kCount = 64 * 1024;  // 256 KiB of FP32
+  const std::string header = R"({"inputs": [{"name": "x", "shape": [1, 65536], "datatype": "FP32",
+      "parameters": {"binary_data_size": 262144}}]})";
+  std::vector<float> values(kCount);
+  for (int64_t i = 0; i < kCount; ++i) values[static_cast<size_t>(i)] = static_cast<float>(i) * 0.25f;
+  const std::string body = header + Bytes<float>(values);
+  const std::byte* first = nullptr;
+  {
+    Result<RestInferRequest> r = ParseInferRequest(body, header.size());
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(Values<float>(r->request.inputs[0].tensor), values);
+    first = r->request.inputs[0].tensor.data();
+  }
+  EXPECT_EQ(detail::OutputBuffers::kept_bytes(), size_t{kCount} * sizeof(float));
+  {
+    Result<RestInferRequest> r = ParseInferRequest(body, header.size());
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->request.inputs[0].tensor.data(), first);
+    EXPECT_EQ(Values<float>(r->request.inputs[0].tensor), values);
+    EXPECT_EQ(detail::OutputBuffers::kept_bytes(), 0u);
+    detail::OutputBuffers::Drop();  // a release while the request holds its input
+  }
+  EXPECT_EQ(detail::OutputBuffers::kept_bytes(), 0u);  // freed, not kept past the release
+
+  // The same for a JSON input's decoded numbers.
+  json j = {{"inputs", {{{"name", "x"}, {"shape", {1, kCount}}, {"datatype", "FP32"}, {"data", values}}}}};
+  const std::string text = j.dump();
+  {
+    Result<RestInferRequest> r = ParseInferRequest(text, std::nullopt);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(Values<float>(r->request.inputs[0].tensor), values);
+    first = r->request.inputs[0].tensor.data();
+  }
+  {
+    Result<RestInferRequest> r = ParseInferRequest(text, std::nullopt);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->request.inputs[0].tensor.data(), first);
+  }
+  detail::OutputBuffers::Drop();
+  EXPECT_EQ(detail::OutputBuffers::kept_bytes(), 0u);
+}
+
 TEST(BinaryRequest, HeaderLengthEqualToBodyMeansNoBinaryData) {
   const std::string body = R"({"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [1]}]})";
   EXPECT_TRUE(ParseInferRequest(body, body.size()).ok());

@@ -69,9 +69,10 @@ namespace detail {
 // Output buffers of the run boundary (src/output_buffers.cc): a run that does not end its operation
 // writes its outputs into buffers that the tensors give back here when freed, so that the next run
 // of the operation writes into memory already touched instead of paying a page fault per 4 KiB page
-// of a fresh mmap (plain ORT writes into its warm arena). Buffers of 128 KiB and more are kept, a
-// few and at most 256 MiB; every release frees them all, and a buffer taken before a release is
-// freed, not kept, when its tensor goes. Thread-safe.
+// of a fresh mmap (plain ORT writes into its warm arena). The server decodes a request's large
+// inputs into them too, for the same reason (its requests between two releases are one operation).
+// Buffers of 128 KiB and more are kept, a few and at most 256 MiB; every release frees them all, and
+// a buffer taken before a release is freed, not kept, when its tensor goes. Thread-safe.
 struct OutputBuffers {
   // A buffer of `bytes` (a kept one of that size, else a new one); *epoch = the releases seen.
   static std::byte* Take(size_t bytes, uint64_t* epoch);
@@ -98,8 +99,9 @@ struct TensorDeleter {
   }
 };
 
-// A tensor of `type` and `shape` (not kBytes) whose storage comes from OutputBuffers.
-Tensor NewOutputTensor(DataType type, Shape shape);
+// A tensor of `type` and `shape` (not kBytes), its storage uninitialised, from OutputBuffers: a
+// run's outputs, and the inputs the server decodes (given back when the request is done).
+Tensor NewReusableTensor(DataType type, Shape shape);
 }  // namespace detail
 
 // BYTES tensors: the buffer holds the elements in row-major order, each as a
@@ -168,7 +170,7 @@ class Tensor {
 
  private:
   Tensor(DataType type, Shape shape, size_t byte_size);
-  friend Tensor detail::NewOutputTensor(DataType type, Shape shape);
+  friend Tensor detail::NewReusableTensor(DataType type, Shape shape);
 
   DataType type_ = DataType::kFloat32;
   Shape shape_;

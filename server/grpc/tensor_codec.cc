@@ -151,7 +151,7 @@ Result<Tensor> DecodeRaw(const std::string& raw, DataType type, const Shape& sha
     return InvalidArgument(label + ": raw_input_contents has " + std::to_string(raw.size()) + " bytes but shape " +
                            ShapeToString(shape) + " of " + DataTypeName(type) + " needs " + std::to_string(expected));
   }
-  Tensor t(type, shape);
+  Tensor t = detail::NewReusableTensor(type, shape);  // warm when a request before left it (ebb/tensor.h)
   if (!raw.empty()) std::memcpy(t.data(), raw.data(), raw.size());
   if (type == DataType::kBool) {
     for (size_t i = 0; i < raw.size(); ++i) {

@@ -538,7 +538,7 @@ Result<Tensor> Decode(std::string_view text, const DataSpec& spec, size_t* end) 
   FixedSink<Decoder> sink;
   Tensor tensor;
   if (!CannotHold(text, spec.count)) {
-    tensor = Tensor(spec.type, spec.shape);
+    tensor = detail::NewReusableTensor(spec.type, spec.shape);  // warm if a request before left it
     sink.out = reinterpret_cast<typename Decoder::Element*>(tensor.data());
     sink.capacity = spec.count;
   }

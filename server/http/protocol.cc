@@ -282,7 +282,9 @@ Result<Tensor> TakeBinaryTensor(const std::string& label, DataType type, const S
     binary->rest.remove_prefix(size);
     return tensor;
   }
-  Tensor tensor(type, shape);
+  // A large input's bytes go into a buffer kept from an earlier request (ebb/tensor.h,
+  // detail::OutputBuffers): a fresh one would fault in every page of it on the copy.
+  Tensor tensor = detail::NewReusableTensor(type, shape);
   if (size > 0) std::memcpy(tensor.data(), binary->rest.data(), size);
   binary->rest.remove_prefix(size);
   if (type == DataType::kBool) {
@@ -813,7 +815,8 @@ void AppendJsonData(std::string* out, const Tensor& t) {
 }
 
 // Appends one $response_output to `header`, and its bytes to `binary` when `as_binary`.
-void AppendOutput(const NamedTensor& output, bool as_binary, std::string* header, std::string* binary) {
+// The output's entry in the JSON header; a binary output's bytes are appended after the header by the caller.
+void AppendOutput(const NamedTensor& output, bool as_binary, std::string* header) {
   *header += "{\"name\":" + Quote(output.name) + ",\"shape\":[";
   const Shape& shape = output.tensor.shape();
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -826,7 +829,6 @@ void AppendOutput(const NamedTensor& output, bool as_binary, std::string* header
     *header += "\",\"parameters\":{\"binary_data_size\":";
     AppendNumber(header, output.tensor.byte_size());
     *header += "}}";
-    binary->append(reinterpret_cast<const char*>(output.tensor.data()), output.tensor.byte_size());
     return;
   }
   *header += "\",\"data\":";
@@ -876,30 +878,38 @@ bool BinaryOutputs::Wants(const std::string& name) const {
 
 EncodedResponse EncodeInferResponse(const InferResponse& response, const BinaryOutputs& binary_outputs) {
   const std::vector<NamedTensor>& outputs = response.outputs;
+  // One buffer for the whole body, the JSON header and then the binary outputs' bytes, sized once:
+  // each output's bytes are copied once, into it (a separate buffer for them, appended at the end,
+  // cost a second copy of every byte and, above glibc's mmap threshold, a page fault per 4 KiB).
   size_t text_bytes = 128;  // what the JSON header will take, roughly: one allocation, not a doubling series
-  for (const NamedTensor& output : outputs) {
-    const bool as_text = !binary_outputs.Wants(output.name);
-    text_bytes += 96 + output.name.size() + (as_text ? 16 * static_cast<size_t>(output.tensor.element_count()) : 0);
+  size_t binary_bytes = 0;
+  std::vector<bool> as_binary(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const NamedTensor& output = outputs[i];
+    as_binary[i] = binary_outputs.Wants(output.name);
+    const size_t text = as_binary[i] ? 0 : 16 * static_cast<size_t>(output.tensor.element_count());
+    text_bytes += 96 + output.name.size() + text;
+    if (as_binary[i]) binary_bytes += output.tensor.byte_size();
   }
-  std::string header;
-  header.reserve(std::min<size_t>(text_bytes, size_t{64} << 20));
-  header += "{\"model_name\":" + Quote(response.model_name);
-  if (!response.model_version.empty()) header += ",\"model_version\":" + Quote(response.model_version);
-  if (!response.id.empty()) header += ",\"id\":" + Quote(response.id);
-  header += ",\"outputs\":[";
-  std::string binary;
+  EncodedResponse encoded;
+  std::string& body = encoded.body;
+  body.reserve(std::min<size_t>(text_bytes, size_t{64} << 20) + binary_bytes);
+  body += "{\"model_name\":" + Quote(response.model_name);
+  if (!response.model_version.empty()) body += ",\"model_version\":" + Quote(response.model_version);
+  if (!response.id.empty()) body += ",\"id\":" + Quote(response.id);
+  body += ",\"outputs\":[";
   bool any_binary = false;
   for (size_t i = 0; i < outputs.size(); ++i) {
-    if (i > 0) header += ',';
-    const bool as_binary = binary_outputs.Wants(outputs[i].name);
-    any_binary = any_binary || as_binary;
-    AppendOutput(outputs[i], as_binary, &header, &binary);
+    if (i > 0) body += ',';
+    any_binary = any_binary || as_binary[i];
+    AppendOutput(outputs[i], as_binary[i], &body);
   }
-  header += "]}";
-  EncodedResponse encoded;
-  if (any_binary) encoded.header_length = header.size();
-  encoded.body = std::move(header);
-  encoded.body += binary;
+  body += "]}";
+  if (any_binary) encoded.header_length = body.size();
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& t = outputs[i].tensor;
+    if (as_binary[i]) body.append(reinterpret_cast<const char*>(t.data()), t.byte_size());
+  }
   return encoded;
 }
 
