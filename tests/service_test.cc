@@ -52,6 +52,33 @@ class ServiceTest : public ::testing::Test {
   std::unique_ptr<InferenceService> service_;
 };
 
+// A request refused after its inputs were decoded (here: an input the model does not have) reaches no
+// run, so no release: the large input it decoded into a kept buffer (detail::OutputBuffers, as the
+// HTTP and gRPC decoders do) must not stay kept. A request that runs leaves it for the next one.
+TEST_F(ServiceTest, ARefusedRequestKeepsNoBufferItsInputsTook) {
+  ASSERT_TRUE(service_->Load("tiny").ok());
+  detail::OutputBuffers::Drop();
+  auto big_input = [](const std::string& name) {
+    InferRequest request;
+    Tensor t = detail::NewReusableTensor(DataType::kFloat32, {1, 65536});  // 256 KiB
+    for (float& v : t.values<float>()) v = 0.5f;
+    request.inputs.push_back({name, std::move(t)});
+    return request;
+  };
+  Result<InferResponse> refused =
+      service_->Infer("tiny", "", [&]() -> Result<InferRequest> { return big_input("no_such_input"); });
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(detail::OutputBuffers::kept_bytes(), 0u) << refused.status().ToString();
+
+  // Kept when the request was refused while decoding, after its tensor went back: freed too.
+  refused = service_->Infer("tiny", "", [&]() -> Result<InferRequest> {
+    (void)big_input("x");  // decoded, then the decoder fails
+    return InvalidArgument("element 7 is not a number");
+  });
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(detail::OutputBuffers::kept_bytes(), 0u);
+}
+
 // RunsAtOnce is what lets the HTTP front end run a request on its event loop (HttpOptions::
 // quick_run_us): it must say no whenever the request could wait or its time is not known.
 TEST_F(ServiceTest, RunsAtOnceOnlyForALoadedModelAnsweredQuicklyWithNothingElseInFlight) {

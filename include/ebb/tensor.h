@@ -72,7 +72,9 @@ namespace detail {
 // of a fresh mmap (plain ORT writes into its warm arena). The server decodes a request's large
 // inputs into them too, for the same reason (its requests between two releases are one operation).
 // Buffers of 128 KiB and more are kept, a few and at most 256 MiB; every release frees them all, and
-// a buffer taken before a release is freed, not kept, when its tensor goes. Thread-safe.
+// a buffer taken before a release is freed, not kept, when its tensor goes. Work that took buffers and
+// ends without a run, so without a release to come (a request refused after its inputs were decoded),
+// calls Drop. Thread-safe.
 struct OutputBuffers {
   // A buffer of `bytes` (a kept one of that size, else a new one); *epoch = the releases seen.
   static std::byte* Take(size_t bytes, uint64_t* epoch);

@@ -283,6 +283,10 @@ Result<InferResponse> InferenceService::Infer(const std::string& model, const st
   auto finish = [&](const Status& st) {
     t.total = NanosSince(start);
     RecordOutcome(model, *resolved, st, t);
+    // A request that failed once admitted may have decoded large inputs into kept buffers
+    // (detail::OutputBuffers, which only a release empties) and reached no run, so no release would
+    // follow: they are freed now, and those its request still holds when they go.
+    if (!st.ok() && t.admitted) detail::OutputBuffers::Drop();
     return st;
   };
 
