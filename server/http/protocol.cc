@@ -814,8 +814,7 @@ void AppendJsonData(std::string* out, const Tensor& t) {
   }
 }
 
-// Appends one $response_output to `header`, and its bytes to `binary` when `as_binary`.
-// The output's entry in the JSON header; a binary output's bytes are appended after the header by the caller.
+// Appends one $response_output to `header`; a binary output's bytes go after the header (the caller's).
 void AppendOutput(const NamedTensor& output, bool as_binary, std::string* header) {
   *header += "{\"name\":" + Quote(output.name) + ",\"shape\":[";
   const Shape& shape = output.tensor.shape();
@@ -883,10 +882,12 @@ EncodedResponse EncodeInferResponse(const InferResponse& response, const BinaryO
   // cost a second copy of every byte and, above glibc's mmap threshold, a page fault per 4 KiB).
   size_t text_bytes = 128;  // what the JSON header will take, roughly: one allocation, not a doubling series
   size_t binary_bytes = 0;
+  bool any_binary = false;
   std::vector<bool> as_binary(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
     const NamedTensor& output = outputs[i];
     as_binary[i] = binary_outputs.Wants(output.name);
+    any_binary = any_binary || as_binary[i];
     const size_t text = as_binary[i] ? 0 : 16 * static_cast<size_t>(output.tensor.element_count());
     text_bytes += 96 + output.name.size() + text;
     if (as_binary[i]) binary_bytes += output.tensor.byte_size();
@@ -898,10 +899,8 @@ EncodedResponse EncodeInferResponse(const InferResponse& response, const BinaryO
   if (!response.model_version.empty()) body += ",\"model_version\":" + Quote(response.model_version);
   if (!response.id.empty()) body += ",\"id\":" + Quote(response.id);
   body += ",\"outputs\":[";
-  bool any_binary = false;
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (i > 0) body += ',';
-    any_binary = any_binary || as_binary[i];
     AppendOutput(outputs[i], as_binary[i], &body);
   }
   body += "]}";
