@@ -29,7 +29,7 @@
 #include "bench.h"
 #include "bench_goals.h"
 #include "ebb/model_pool.h"
-#include "port/port.h"
+#include "port.h"
 #include "spawn_self.h"
 
 namespace ebb::cli {

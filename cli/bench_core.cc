@@ -7,10 +7,10 @@
 #include <cstdlib>
 #include <random>
 
+#include "bare_run.h"
 #include "bench.h"
 #include "bench_goals.h"
-#include "port/port.h"
-#include "session_state.h"
+#include "port.h"
 
 namespace ebb::cli {
 namespace {

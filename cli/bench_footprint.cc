@@ -20,7 +20,7 @@
 #include "bench.h"
 #include "bench_goals.h"
 #include "spawn_self.h"
-#include "port/port.h"
+#include "port.h"
 
 namespace ebb::cli {
 namespace {

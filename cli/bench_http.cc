@@ -15,7 +15,7 @@
 
 #include "bench_goals.h"
 #include "bench_server.h"
-#include "port/port.h"
+#include "port.h"
 
 namespace ebb::cli {
 

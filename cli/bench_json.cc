@@ -19,7 +19,7 @@
 #include "bench.h"
 #include "bench_goals.h"
 #include "http/protocol.h"
-#include "port/port.h"
+#include "port.h"
 
 namespace ebb::cli {
 namespace {

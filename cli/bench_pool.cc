@@ -7,7 +7,7 @@
 #include "bench.h"
 #include "bench_goals.h"
 #include "ebb/model_pool.h"
-#include "port/port.h"
+#include "port.h"
 
 namespace ebb::cli {
 namespace {

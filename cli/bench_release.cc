@@ -13,7 +13,7 @@
 #include "bench.h"
 #include "bench_goals.h"
 #include "ebb/tiler.h"
-#include "port/port.h"
+#include "port.h"
 
 namespace ebb::cli {
 namespace {

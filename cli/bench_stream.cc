@@ -39,7 +39,7 @@
 
 #include "bench.h"
 #include "bench_goals.h"
-#include "port/port.h"
+#include "port.h"
 #include "spawn_self.h"
 
 namespace ebb::cli {

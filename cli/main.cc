@@ -13,7 +13,7 @@
 #include "ebb/version.h"
 #include "ebb/model_config.h"
 #include "ebb/model_signature.h"
-#include "port/port.h"
+#include "port.h"
 
 namespace ebb::cli {
 namespace {

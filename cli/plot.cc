@@ -1,5 +1,5 @@
-// The memory timeline chart. See ebb/plot.h for the contract.
-#include "ebb/plot.h"
+// The memory timeline chart. See plot.h for the contract.
+#include "plot.h"
 
 #include <algorithm>
 #include <charconv>

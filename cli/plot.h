@@ -1,4 +1,4 @@
-// ebb/plot.h — a memory timeline drawn as a standalone SVG chart.
+// cli/plot.h — a memory timeline drawn as a standalone SVG chart.
 //
 // TimelineSvg turns a list of memory samples (arena reserved, arena in use and
 // process RSS over time) into an SVG 1.1 document: one line per series, a

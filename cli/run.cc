@@ -12,9 +12,9 @@
 #include "commands.h"
 #include "ebb/image.h"
 #include "ebb/model_config.h"
-#include "ebb/plot.h"
+#include "plot.h"
 #include "ebb/tiler.h"
-#include "port/port.h"
+#include "port.h"
 
 namespace ebb::cli {
 namespace {

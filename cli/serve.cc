@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "commands.h"
-#include "port/port.h"
+#include "port.h"
 #ifndef EBB_NO_GRPC  // a build without gRPC (the Windows one) serves HTTP only: docs/windows.md
 #include "grpc/grpc_server.h"
 #include "grpc/inference_api.h"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ebb/status.h"
-#include "port/port.h"
+#include "port.h"
 
 namespace ebb::cli {
 

@@ -1,6 +1,6 @@
 // libFuzzer target: a model file's protobuf encoding, as ebb walks it without ONNX Runtime — the
 // graph's inputs and outputs (ReadModelSignature: what the server describes before a load) and the
-// external-data locations (src/external_data.h: what a model's identity covers). Both read files a
+// external-data locations (src/model/external_data.h: what a model's identity covers). Both read files a
 // client may have written (ModelMesh's puller, a repository folder). Beyond the sanitizers, it
 // checks that a failure is kInvalidArgument and that what parses is within bounds.
 #include <sys/mman.h>

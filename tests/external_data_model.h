@@ -7,7 +7,7 @@
 // (raw_data): the same model in one file.
 //
 // The encoding, field by field, is onnx/onnx.proto's (see
-// src/external_data.cc for the numbers).
+// src/model/external_data.cc for the numbers).
 #pragma once
 
 #include <cstdint>

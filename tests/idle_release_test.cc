@@ -1,4 +1,4 @@
-// Release when idle (ReleaseMode::kIdle): the timer alone (src/idle_release.h),
+// Release when idle (ReleaseMode::kIdle): the timer alone (src/ort/idle_release.h),
 // then the Runtime's idle release on real ONNX Runtime, measured with the
 // shared arena's own statistics and the process RSS.
 #include <gtest/gtest.h>

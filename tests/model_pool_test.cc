@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "ebb/model_pool.h"
-#include "port/port.h"
+#include "port.h"
 #include "test_util.h"
 
 namespace ebb {

@@ -246,7 +246,7 @@ def test_loads_beyond_capacity_inference_sizes_unload_and_memory_back(server, ro
     time.sleep(0.5)
     floor = server.rss()
     # The first round leaves what the first use of ORT in the process keeps (measured here: 3.0-3.8
-    # MiB). Before ebb fixed glibc's malloc thresholds (src/ort_context.cc, FixMallocThresholds) it
+    # MiB). Before ebb fixed glibc's malloc thresholds (src/ort/ort_context.cc, FixMallocThresholds) it
     # left 8.8-11.5 MiB, more or less depending on the order of evictions and on-demand reloads:
     # glibc had raised its mmap threshold after ORT freed large blocks, and the large blocks it then
     # kept in the heap arenas malloc_trim did not all give back.

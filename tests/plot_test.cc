@@ -1,6 +1,6 @@
 // The memory timeline SVG: well-formed XML, one polyline per series, release
 // markers exactly where asked, escaping, and degenerate inputs.
-#include "ebb/plot.h"
+#include "plot.h"
 
 #include <gtest/gtest.h>
 

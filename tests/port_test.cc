@@ -1,6 +1,6 @@
 // The port layer (src/port/port.h): each function against a value known
 // without it. Runs on Linux and, in the Windows build, under Wine.
-#include "port/port.h"
+#include "port.h"
 
 #include <gtest/gtest.h>
 

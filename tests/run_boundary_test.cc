@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "ebb/runtime.h"
-#include "port/port.h"
+#include "port.h"
 #include "test_util.h"
 
 namespace ebb {

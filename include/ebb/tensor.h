@@ -66,7 +66,7 @@ std::string ShapeToString(const Shape& shape);
 class Tensor;
 
 namespace detail {
-// Output buffers of the run boundary (src/output_buffers.cc): a run that does not end its operation
+// Output buffers of the run boundary (src/base/output_buffers.cc): a run that does not end its operation
 // writes its outputs into buffers that the tensors give back here when freed, so that the next run
 // of the operation writes into memory already touched instead of paying a page fault per 4 KiB page
 // of a fresh mmap (plain ORT writes into its warm arena). The server decodes a request's large

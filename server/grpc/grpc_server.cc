@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "health_service.h"
-#include "port/port.h"
+#include "port.h"
 
 namespace ebb::server {
 namespace {

@@ -23,7 +23,7 @@
 #include <unordered_set>
 
 #include "http_framing.h"
-#include "port/port.h"
+#include "port.h"
 
 namespace ebb::server {
 namespace {

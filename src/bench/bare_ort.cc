@@ -1,7 +1,7 @@
 #include "bare_ort.h"
 
-#include "port/port.h"
-#include "session_factory.h"
+#include "ort_api.h"
+#include "port.h"
 
 namespace ebb::detail {
 

@@ -1,11 +1,10 @@
 #include "ebb/memory_stats.h"
 
-#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "port/port.h"
+#include "port.h"
 
 namespace ebb {
 namespace {
@@ -54,39 +53,7 @@ int64_t PhysicalMemoryBytes() {
 }
 
 int64_t CgroupMemoryLimitBytes(const std::string& cgroup_root, const std::string& proc_self_cgroup) {
-  // The group paths of this process: "0::/a/b" (v2), "4:memory:/a/b" or "4:cpu,memory:/a/b" (v1).
-  std::string v2_group, v1_group;
-  std::ifstream groups(proc_self_cgroup);
-  for (std::string line; std::getline(groups, line);) {
-    const size_t first = line.find(':');
-    const size_t second = first == std::string::npos ? first : line.find(':', first + 1);
-    if (second == std::string::npos) continue;
-    const std::string controllers = line.substr(first + 1, second - first - 1);
-    const std::string path = line.substr(second + 1);
-    if (line.compare(0, first, "0") == 0 && controllers.empty()) v2_group = path;
-    if (("," + controllers + ",").find(",memory,") != std::string::npos) v1_group = path;
-  }
-  int64_t lowest = 0;
-  auto consider = [&](const std::string& file) {
-    std::ifstream in(file);
-    std::string text;
-    if (!(in >> text) || text == "max") return;
-    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 19) return;
-    const uint64_t value = std::stoull(text);
-    if (value == 0 || value >= (uint64_t{1} << 60)) return;  // 0 is not a limit one can run under either
-    if (lowest == 0 || static_cast<int64_t>(value) < lowest) lowest = static_cast<int64_t>(value);
-  };
-  // A group and each of its parents up to the mount's root (a parent's limit binds its children).
-  auto walk = [&](const std::string& base, std::string group, const std::string& file) {
-    while (!group.empty() && group != "/") {
-      consider(base + group + "/" + file);
-      group = group.substr(0, group.rfind('/'));
-    }
-    consider(base + "/" + file);
-  };
-  walk(cgroup_root, v2_group, "memory.max");
-  walk(cgroup_root + "/memory", v1_group, "memory.limit_in_bytes");
-  return lowest;
+  return port::CgroupMemoryLimitBytes(cgroup_root, proc_self_cgroup);
 }
 
 std::vector<GpuMemory> ReadGpuMemory() {

@@ -26,7 +26,7 @@
 
 #include "ebb/model_signature.h"
 #include "file_access.h"
-#include "port/port.h"
+#include "port.h"
 #include "protobuf_cursor.h"
 
 namespace ebb::detail {

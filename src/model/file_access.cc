@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "port/port.h"
+#include "port.h"
 
 namespace ebb::detail {
 namespace {

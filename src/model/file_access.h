@@ -28,7 +28,7 @@
 #include <string>
 
 #include "ebb/status.h"
-#include "port/port.h"
+#include "port.h"
 
 namespace ebb::detail {
 

@@ -8,8 +8,8 @@
 //   TensorProto       8: name
 //   ValueInfoProto    1: name, 2: type (TypeProto)
 //   TypeProto         1: tensor_type (TypeProto.Tensor); any other field: not a tensor
-//   TypeProto.Tensor  1: elem_type (the TensorProto.DataType numbers, which are
-//                        ORT's ONNXTensorElementDataType), 2: shape (TensorShapeProto)
+//   TypeProto.Tensor  1: elem_type (the TensorProto.DataType numbers: onnx_types.h),
+//                        2: shape (TensorShapeProto)
 //   TensorShapeProto  1: dim (Dimension: 1 dim_value, 2 dim_param)
 #include "ebb/model_signature.h"
 
@@ -18,8 +18,8 @@
 #include <fstream>
 #include <set>
 
+#include "onnx_types.h"
 #include "protobuf_cursor.h"
-#include "session_state.h"
 
 namespace ebb {
 namespace {
@@ -59,12 +59,7 @@ Status ParseTensorType(Cursor& c, TensorInfo* info, bool* typed) {
     if (field == 1 && wire == kVarint) {
       uint64_t elem = 0;
       EBB_RETURN_IF_ERROR(c.Varint(&elem));
-      // Only a value the enum holds may be cast to it (any other is undefined): ebb's types are all
-      // at most DOUBLE's 11 or BFLOAT16's 16.
-      const std::optional<DataType> type =
-          elem <= ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16
-              ? detail::FromOnnxType(static_cast<ONNXTensorElementDataType>(elem))
-              : std::nullopt;
+      const std::optional<DataType> type = detail::DataTypeFromOnnx(elem);
       if (!type) {
         return InvalidArgument("'" + info->name + "' has an element type ebb does not support (ONNX element type " +
                                std::to_string(elem) + ")");

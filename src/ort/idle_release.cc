@@ -2,6 +2,7 @@
 #include "idle_release.h"
 
 #include "log.h"
+#include "ort_api.h"
 #include "ort_context.h"
 #include "session_state.h"
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "file_access.h"
-#include "port/port.h"
+#include "port.h"
 
 namespace ebb::detail {
 namespace {

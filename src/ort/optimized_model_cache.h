@@ -25,7 +25,7 @@
 // Trust: whoever can write the folder decides what ORT runs, so the folder is
 // refused (Open fails, loads do without the cache) unless it is this user's
 // and not writable by group or others; each file must be too, and must not be
-// a link (opened O_NOFOLLOW, checked by fstat: src/file_access.h); a header
+// a link (opened O_NOFOLLOW, checked by fstat: src/model/file_access.h); a header
 // is at most kMaxHeaderBytes. The checksum guards against accidents (a
 // truncated, corrupt, copied or swapped entry), not against this user
 // forging an entry on purpose: it is not a signature, and this user can

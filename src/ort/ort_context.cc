@@ -6,12 +6,18 @@
 #include <cstring>
 #include <mutex>
 #include <regex>
+#include <type_traits>
 
 #include "ebb/tensor.h"
 #include "log.h"
-#include "port/port.h"
+#include "ort_api.h"
+#include "port.h"
 
 namespace ebb::detail {
+
+// port.h names ONNX Runtime's path character without including its headers.
+static_assert(std::is_same_v<port::OrtChar, ORTCHAR_T>);
+
 namespace {
 
 // Only one Runtime at a time may own the process-wide env arena: ORT's env
@@ -183,6 +189,8 @@ Result<std::shared_ptr<RuntimeContext>> RuntimeContext::Create(const MemoryPolic
   }
   return ctx;
 }
+
+RuntimeContext::RuntimeContext(const MemoryPolicy& policy) : policy_(policy) {}
 
 RuntimeContext::~RuntimeContext() {
   idle_.reset();

@@ -1,11 +1,8 @@
-// Internal: everything that touches ONNX Runtime directly lives behind this
-// header (the env, the shared arena, error translation, and the one call of
-// Ort::Session::Run). Nothing outside src/ includes onnxruntime headers.
+// Internal: the state a Runtime shares with every session it created (the ORT
+// env, the shared arena, the optimized-model cache, idle release). Free of
+// ONNX Runtime's headers (its classes are only named here), so that runtime/
+// can hold a context; what uses ORT's API includes ort_api.h, in ort/ only.
 #pragma once
-
-#include <onnxruntime_cxx_api.h>
-#include <onnxruntime_run_options_config_keys.h>
-#include <onnxruntime_session_options_config_keys.h>
 
 #include <atomic>
 #include <memory>
@@ -20,32 +17,14 @@
 #include "ebb/status.h"
 #include "optimized_model_cache.h"
 
+// ONNX Runtime's classes, named only (ort_api.h includes their definitions).
+namespace Ort {
+struct Allocator;
+struct Env;
+struct Session;
+}  // namespace Ort
+
 namespace ebb::detail {
-
-// Turns an ORT failure into ebb's Status. Allocation failures (arena cap,
-// CUDA OOM, bad_alloc) become kResourceExhausted with what ran out and how
-// much was asked for; `where` names the operation ("run of 'convnet' on cpu").
-Status StatusFromOrt(const Ort::Exception& e, const std::string& where, const std::string& arena_desc);
-// Same for texts that did not come as Ort::Exception (std::exception).
-Status StatusFromMessage(OrtErrorCode code, const std::string& message, const std::string& where,
-                         const std::string& arena_desc);
-
-// One ORT Run, with outputs either preallocated (output_values holds tensors)
-// or left to ORT (output_values holds empty Values). `shrink_spec` empty means
-// no shrink configuration is submitted at all. This is the ONLY function in
-// ebb that calls Ort::Session::Run.
-struct OrtRun {
-  Ort::Session* session = nullptr;
-  const char* const* input_names = nullptr;
-  const Ort::Value* input_values = nullptr;
-  size_t input_count = 0;
-  const char* const* output_names = nullptr;
-  Ort::Value* output_values = nullptr;
-  size_t output_count = 0;
-  std::string shrink_spec;
-};
-// Throws Ort::Exception on failure (callers translate with StatusFromOrt).
-void InvokeOrtRun(const OrtRun& run);
 
 // State shared by a Runtime and every session it created.
 class RuntimeContext {
@@ -92,7 +71,7 @@ class RuntimeContext {
   void set_cuda_unavailable(const std::string& reason);
 
  private:
-  explicit RuntimeContext(const MemoryPolicy& policy) : policy_(policy) {}
+  explicit RuntimeContext(const MemoryPolicy& policy);  // out of line: ORT's classes are incomplete here
 
   MemoryPolicy policy_;
   std::unique_ptr<Ort::Env> env_;
@@ -108,12 +87,6 @@ class RuntimeContext {
   std::optional<std::string> cuda_unavailable_;  // guarded by cuda_mu_
   std::unique_ptr<IdleReleaser> idle_;  // last: its thread stops before the rest goes
 };
-
-// Reads an ORT arena's statistics through a session that uses it.
-std::optional<ArenaStats> ReadArenaStats(const Ort::Session& session, const Ort::MemoryInfo& info,
-                                         const std::string& name);
-// The same through an allocator handle on the arena (kept by its owner, so not made per read).
-std::optional<ArenaStats> ReadArenaStats(const Ort::Allocator& allocator, const std::string& name);
 
 // Human-readable byte count: "64.0 MiB".
 std::string FormatBytes(int64_t bytes);

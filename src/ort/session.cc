@@ -3,49 +3,30 @@
 #include <cstring>
 
 #include "log.h"
+#include "onnx_types.h"
+#include "ort_api.h"
 #include "session_state.h"
 
 namespace ebb {
 namespace detail {
 
-std::optional<DataType> FromOnnxType(ONNXTensorElementDataType type) {
-  switch (type) {
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL: return DataType::kBool;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8: return DataType::kUInt8;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16: return DataType::kUInt16;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32: return DataType::kUInt32;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64: return DataType::kUInt64;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: return DataType::kInt8;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16: return DataType::kInt16;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: return DataType::kInt32;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: return DataType::kInt64;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16: return DataType::kFloat16;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16: return DataType::kBFloat16;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: return DataType::kFloat32;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: return DataType::kFloat64;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING: return DataType::kBytes;
-    default: return std::nullopt;
-  }
+// ORT's element types are ONNX's TensorProto.DataType numbers (onnx_types.h).
+constexpr bool Same(ONNXTensorElementDataType ort, OnnxElementType onnx) {
+  return static_cast<int>(ort) == static_cast<int>(onnx);
 }
+static_assert(Same(ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, kOnnxFloat) && Same(ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8, kOnnxUInt8) &&
+              Same(ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8, kOnnxInt8) && Same(ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16, kOnnxUInt16) &&
+              Same(ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16, kOnnxInt16) && Same(ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, kOnnxInt32) &&
+              Same(ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64, kOnnxInt64) && Same(ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING, kOnnxString) &&
+              Same(ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL, kOnnxBool) && Same(ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, kOnnxFloat16) &&
+              Same(ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE, kOnnxDouble) && Same(ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32, kOnnxUInt32) &&
+              Same(ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64, kOnnxUInt64) &&
+              Same(ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, kOnnxBFloat16));
+
+std::optional<DataType> FromOnnxType(ONNXTensorElementDataType type) { return DataTypeFromOnnx(type); }
 
 ONNXTensorElementDataType ToOnnxType(DataType type) {
-  switch (type) {
-    case DataType::kBool: return ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL;
-    case DataType::kUInt8: return ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8;
-    case DataType::kUInt16: return ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16;
-    case DataType::kUInt32: return ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32;
-    case DataType::kUInt64: return ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64;
-    case DataType::kInt8: return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8;
-    case DataType::kInt16: return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16;
-    case DataType::kInt32: return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
-    case DataType::kInt64: return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
-    case DataType::kFloat16: return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16;
-    case DataType::kBFloat16: return ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16;
-    case DataType::kFloat32: return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
-    case DataType::kFloat64: return ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE;
-    case DataType::kBytes: return ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING;
-  }
-  return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  return static_cast<ONNXTensorElementDataType>(OnnxTypeOf(type));
 }
 
 namespace {
@@ -119,14 +100,8 @@ Result<Tensor> CopyOut(const Ort::Value& value, const std::string& name) {
   }
 }
 
-// A run's inputs in model order, checked against what the model declares.
-struct PreparedInputs {
-  std::vector<const char*> names;
-  std::vector<Ort::Value> values;
-  std::vector<Shape> shapes;
-};
+}  // namespace
 
-// `model` is the caller's name for the model (Session::name()) in every message.
 Status PrepareInputs(const SessionState& s, const std::string& model, const std::vector<NamedTensor>& given,
                      PreparedInputs* out) {
   for (const NamedTensor& t : given) {
@@ -166,6 +141,8 @@ Status PrepareInputs(const SessionState& s, const std::string& model, const std:
   }
   return Status::Ok();
 }
+
+namespace {
 
 Status SelectOutputs(const SessionState& s, const std::string& model, const std::vector<std::string>& wanted,
                      std::vector<size_t>* index) {
@@ -280,22 +257,6 @@ Status RunOnce(SessionState& s, const std::string& model, const PreparedInputs& 
 }
 
 }  // namespace
-
-std::function<bool()> MakeBareOrtRun(Session& session, const std::vector<NamedTensor>& inputs) {
-  SessionState& s = session.state();
-  auto prepared = std::make_shared<PreparedInputs>();
-  if (!PrepareInputs(s, session.name(), inputs, prepared.get()).ok()) return nullptr;
-  return [&s, prepared] {
-    std::vector<Ort::Value> outputs(s.output_names.size());
-    try {
-      InvokeOrtRun({s.session.get(), prepared->names.data(), prepared->values.data(), prepared->values.size(),
-                    s.output_names.data(), outputs.data(), outputs.size(), ""});
-    } catch (const Ort::Exception&) {
-      return false;
-    }
-    return true;
-  };
-}
 
 SessionState::~SessionState() {
   session.reset();

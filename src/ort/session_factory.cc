@@ -4,7 +4,8 @@
 #include <filesystem>
 
 #include "log.h"
-#include "port/port.h"
+#include "ort_api.h"
+#include "port.h"
 
 namespace ebb::detail {
 namespace {

@@ -36,8 +36,6 @@ struct ModelSource {
   std::vector<ExternalDataFile> external;
 };
 
-GraphOptimizationLevel ToOrtLevel(GraphOptimization level);
-
 // The text of the session options that shape the optimized graph (part of the
 // optimized-model cache key).
 std::string GraphOptionsText(const MemoryPolicy& policy);

@@ -41,11 +41,7 @@ class OutputShapeCache {
   std::map<std::vector<Shape>, std::vector<Shape>> shapes_;  // guarded by mu_
 };
 
-// An arena that belongs to one session only (per-session CPU arena, CUDA).
-struct OwnArena {
-  std::string prefix;  // "cpu:", "gpu:0:"; the arena is reported as prefix + the model's name
-  Ort::MemoryInfo info{nullptr};
-};
+struct OwnArena;  // ort_api.h
 
 struct SessionState {
   SessionState() = default;
@@ -100,20 +96,5 @@ struct SessionState {
   std::mutex handles_mu;
   std::map<std::string, std::weak_ptr<Session>> handles;  // guarded by handles_mu
 };
-
-// ONNX element type <-> ebb DataType.
-std::optional<DataType> FromOnnxType(ONNXTensorElementDataType type);
-ONNXTensorElementDataType ToOnnxType(DataType type);
-
-}  // namespace ebb::detail
-
-namespace ebb::detail {
-
-// For `ebb bench overhead` only: a bare ORT Run on the session's own
-// Ort::Session with ORT-allocated outputs and no shrink configuration — the
-// baseline the run boundary is measured against. The inputs are wrapped once,
-// here; the returned call only runs (false on failure; nullptr for bad inputs).
-// REQUIRES: `session` and `inputs` outlive the returned function.
-std::function<bool()> MakeBareOrtRun(Session& session, const std::vector<NamedTensor>& inputs);
 
 }  // namespace ebb::detail

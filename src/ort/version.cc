@@ -3,8 +3,9 @@
 
 #include <filesystem>
 
+#include "ort_api.h"
 #include "ort_context.h"
-#include "port/port.h"
+#include "port.h"
 
 #ifndef EBB_VERSION
 #error "EBB_VERSION must be defined by the build (the CMake project version)"

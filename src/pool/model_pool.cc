@@ -7,7 +7,7 @@
 #include "ebb/model_signature.h"
 #include "log.h"
 #include "model_pool_internal.h"
-#include "port/port.h"
+#include "port.h"
 
 namespace ebb {
 

@@ -1,5 +1,5 @@
-// Internal: what src/model_pool.cc (models, loads, leases) and
-// src/model_pool_admission.cc (runs admitted by memory) share. Everything here
+// Internal: what src/pool/model_pool.cc (models, loads, leases) and
+// src/pool/model_pool_admission.cc (runs admitted by memory) share. Everything here
 // is guarded by ModelPool::mu_.
 #pragma once
 

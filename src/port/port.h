@@ -27,8 +27,7 @@
 namespace ebb::port {
 
 // ONNX Runtime's path character (ORTCHAR_T), without including its headers
-// here (the server includes this header and does not build against ORT's);
-// each implementation checks it is ORTCHAR_T.
+// here (only src/ort/ includes them; ort_context.cc checks it is ORTCHAR_T).
 #ifdef _WIN32
 using OrtChar = wchar_t;
 #else
@@ -68,6 +67,12 @@ int64_t MachineMemoryBytes();
 // lowest cgroup (v1 or v2) limit on the way up from its group on Linux, the
 // job object's process or job memory limit on Windows. 0 when there is none.
 int64_t ProcessMemoryLimitBytes();
+
+// The lowest cgroup memory limit of this process as ebb::CgroupMemoryLimitBytes
+// (ebb/memory_stats.h) defines it, read from the cgroup file system at
+// `cgroup_root` for the groups named in the file `proc_self_cgroup`. 0 when no
+// file sets a limit; always 0 on Windows (no cgroups).
+int64_t CgroupMemoryLimitBytes(const std::string& cgroup_root, const std::string& proc_self_cgroup);
 
 // The size of a memory page (4096 on x86-64 Linux and Windows).
 size_t PageSize();

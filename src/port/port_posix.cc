@@ -5,7 +5,6 @@
 #include <netdb.h>
 #include <openssl/evp.h>
 #include <pthread.h>
-#include <onnxruntime_c_api.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -25,8 +24,7 @@
 #include <sstream>
 #include <type_traits>
 
-#include "ebb/memory_stats.h"
-#include "port/port.h"
+#include "port.h"
 
 namespace ebb::port {
 namespace {
@@ -107,7 +105,43 @@ int64_t MachineMemoryBytes() {
   return static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
 }
 
-int64_t ProcessMemoryLimitBytes() { return CgroupMemoryLimitBytes(); }
+int64_t CgroupMemoryLimitBytes(const std::string& cgroup_root, const std::string& proc_self_cgroup) {
+  // The group paths of this process: "0::/a/b" (v2), "4:memory:/a/b" or "4:cpu,memory:/a/b" (v1).
+  std::string v2_group, v1_group;
+  std::ifstream groups(proc_self_cgroup);
+  for (std::string line; std::getline(groups, line);) {
+    const size_t first = line.find(':');
+    const size_t second = first == std::string::npos ? first : line.find(':', first + 1);
+    if (second == std::string::npos) continue;
+    const std::string controllers = line.substr(first + 1, second - first - 1);
+    const std::string path = line.substr(second + 1);
+    if (line.compare(0, first, "0") == 0 && controllers.empty()) v2_group = path;
+    if (("," + controllers + ",").find(",memory,") != std::string::npos) v1_group = path;
+  }
+  int64_t lowest = 0;
+  auto consider = [&](const std::string& file) {
+    std::ifstream in(file);
+    std::string text;
+    if (!(in >> text) || text == "max") return;
+    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 19) return;
+    const uint64_t value = std::stoull(text);
+    if (value == 0 || value >= (uint64_t{1} << 60)) return;  // 0 is not a limit one can run under either
+    if (lowest == 0 || static_cast<int64_t>(value) < lowest) lowest = static_cast<int64_t>(value);
+  };
+  // A group and each of its parents up to the mount's root (a parent's limit binds its children).
+  auto walk = [&](const std::string& base, std::string group, const std::string& file) {
+    while (!group.empty() && group != "/") {
+      consider(base + group + "/" + file);
+      group = group.substr(0, group.rfind('/'));
+    }
+    consider(base + "/" + file);
+  };
+  walk(cgroup_root, v2_group, "memory.max");
+  walk(cgroup_root + "/memory", v1_group, "memory.limit_in_bytes");
+  return lowest;
+}
+
+int64_t ProcessMemoryLimitBytes() { return CgroupMemoryLimitBytes("/sys/fs/cgroup", "/proc/self/cgroup"); }
 
 size_t PageSize() {
   static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
@@ -324,7 +358,6 @@ Mapping::~Mapping() {
 
 std::filesystem::path PathFromUtf8(const std::string& utf8) { return std::filesystem::path(utf8); }
 std::string Utf8FromPath(const std::filesystem::path& path) { return path.string(); }
-static_assert(std::is_same_v<OrtChar, ORTCHAR_T>);
 std::basic_string<OrtChar> OrtPath(const std::string& utf8) { return utf8; }
 
 // ---- SHA-256

@@ -13,8 +13,6 @@
 #include <psapi.h>
 #include <sys/stat.h>
 
-#include <onnxruntime_c_api.h>
-
 #include <cpuid.h>
 
 #include <algorithm>
@@ -24,7 +22,7 @@
 #include <mutex>
 #include <type_traits>
 
-#include "port/port.h"
+#include "port.h"
 
 namespace ebb::port {
 namespace {
@@ -137,6 +135,8 @@ int64_t MachineMemoryBytes() {
   status.dwLength = sizeof status;
   return GlobalMemoryStatusEx(&status) ? static_cast<int64_t>(status.ullTotalPhys) : 0;
 }
+
+int64_t CgroupMemoryLimitBytes(const std::string&, const std::string&) { return 0; }  // no cgroups
 
 int64_t ProcessMemoryLimitBytes() {
   JOBOBJECT_EXTENDED_LIMIT_INFORMATION job{};
@@ -370,7 +370,6 @@ Mapping::~Mapping() {
 std::filesystem::path PathFromUtf8(const std::string& utf8) { return std::filesystem::path(Wide(utf8)); }
 std::string Utf8FromPath(const std::filesystem::path& path) { return Narrow(path.wstring()); }
 
-static_assert(std::is_same_v<OrtChar, ORTCHAR_T>);
 std::basic_string<OrtChar> OrtPath(const std::string& utf8) { return Wide(utf8); }
 
 // ---- SHA-256 (BCrypt)

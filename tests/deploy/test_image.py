@@ -277,7 +277,7 @@ def test_dockerignore_keeps_what_the_build_stage_needs():
     with open(os.path.join(SOURCE, ".dockerignore")) as f:
         patterns = [line.strip() for line in f if line.strip() and not line.startswith("#")]
     needed = ["scripts/setup.sh", "deploy/image/stage.sh", "deploy/image/runtime-packages.txt",
-              "deploy/image/ebb-healthcheck", "CMakeLists.txt", "tests/CMakeLists.txt", "src/runtime.cc",
+              "deploy/image/ebb-healthcheck", "CMakeLists.txt", "tests/CMakeLists.txt", "src/runtime/runtime.cc",
               "cli/main.cc", "server/grpc/proto/grpc_service.proto", "tools/make_test_models.py", "models/tiny"]
     for path in needed:
         assert os.path.exists(os.path.join(SOURCE, path)), path

@@ -1,0 +1,73 @@
+// Internal: the one header that includes ONNX Runtime's (ort/ only, and bench/'s
+// baselines): error translation, the one call of Ort::Session::Run, arena
+// statistics, element types, and what a run's inputs become in ORT's values.
+// The other headers of ort/ name ORT's classes without including it, so that
+// runtime/ can hold a context and a session state without reaching ORT.
+#pragma once
+
+#include <onnxruntime_cxx_api.h>
+#include <onnxruntime_run_options_config_keys.h>
+#include <onnxruntime_session_options_config_keys.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ebb/memory_policy.h"
+#include "ebb/memory_stats.h"
+#include "ebb/session.h"
+#include "ebb/status.h"
+#include "ort_context.h"
+#include "session_state.h"
+
+namespace ebb::detail {
+
+// Turns an ORT failure into ebb's Status. Allocation failures (arena cap,
+// CUDA OOM, bad_alloc) become kResourceExhausted with what ran out and how
+// much was asked for; `where` names the operation ("run of 'convnet' on cpu").
+Status StatusFromOrt(const Ort::Exception& e, const std::string& where, const std::string& arena_desc);
+// Same for texts that did not come as Ort::Exception (std::exception).
+Status StatusFromMessage(OrtErrorCode code, const std::string& message, const std::string& where,
+                         const std::string& arena_desc);
+
+// One ORT Run, with outputs either preallocated (output_values holds tensors)
+// or left to ORT (output_values holds empty Values). `shrink_spec` empty means
+// no shrink configuration is submitted at all. This is the ONLY function in
+// ebb that calls Ort::Session::Run.
+struct OrtRun {
+  Ort::Session* session = nullptr;
+  const char* const* input_names = nullptr;
+  const Ort::Value* input_values = nullptr;
+  size_t input_count = 0;
+  const char* const* output_names = nullptr;
+  Ort::Value* output_values = nullptr;
+  size_t output_count = 0;
+  std::string shrink_spec;
+};
+// Throws Ort::Exception on failure (callers translate with StatusFromOrt).
+void InvokeOrtRun(const OrtRun& run);// Reads an ORT arena's statistics through a session that uses it.
+std::optional<ArenaStats> ReadArenaStats(const Ort::Session& session, const Ort::MemoryInfo& info,
+                                         const std::string& name);
+// The same through an allocator handle on the arena (kept by its owner, so not made per read).
+std::optional<ArenaStats> ReadArenaStats(const Ort::Allocator& allocator, const std::string& name);// An arena that belongs to one session only (per-session CPU arena, CUDA).
+struct OwnArena {
+  std::string prefix;  // "cpu:", "gpu:0:"; the arena is reported as prefix + the model's name
+  Ort::MemoryInfo info{nullptr};
+};
+// ONNX element type <-> ebb DataType.
+std::optional<DataType> FromOnnxType(ONNXTensorElementDataType type);
+ONNXTensorElementDataType ToOnnxType(DataType type);
+GraphOptimizationLevel ToOrtLevel(GraphOptimization level);
+
+// A run's inputs in model order, checked against what the model declares.
+struct PreparedInputs {
+  std::vector<const char*> names;
+  std::vector<Ort::Value> values;
+  std::vector<Shape> shapes;
+};
+
+// `model` is the caller's name for the model (Session::name()) in every message.
+Status PrepareInputs(const SessionState& s, const std::string& model, const std::vector<NamedTensor>& given,
+                     PreparedInputs* out);
+
+}  // namespace ebb::detail
