@@ -59,6 +59,12 @@ def test_the_readme_and_the_way_in_pages_have_checked_examples():
         assert any(b.checked for b in doccheck.parse(page)), f"{name} has no checked example"
 
 
+def test_the_readme_front_page_is_at_most_300_lines():
+    # The front page says what ebb is and shows each way in; detail goes to docs/ (docs/contributing.md).
+    lines = (SOURCE / "README.md").read_text().count("\n")
+    assert lines <= 300, f"README.md has {lines} lines (at most 300): move detail into docs/"
+
+
 # --- self-tests: the check can fail -------------------------------------------------------------
 
 README = (SOURCE / "README.md").read_text()
