@@ -170,7 +170,8 @@ Result<MemoryPolicy> ParseMemoryPolicy(std::string_view json_text) {
                                   {"strict_device", Bool(&p.strict_device)},
                                   {"intra_op_threads", Int(&p.intra_op_threads)},
                                   {"graph_optimization", Enum(kGraphOptimization, &p.graph_optimization)},
-                                  {"optimized_model_cache", cache}}));
+                                  {"optimized_model_cache", cache},
+                                  {"max_unused_models", Int(&p.max_unused_models)}}));
   return p;
 }
 
@@ -203,6 +204,7 @@ std::string MemoryPolicyToJson(const MemoryPolicy& p) {
        {{"enabled", p.optimized_model_cache.enabled},
         {"dir", p.optimized_model_cache.dir},
         {"max_bytes", p.optimized_model_cache.max_bytes}}},
+      {"max_unused_models", p.max_unused_models},
   };
   return j.dump(2);
 }

@@ -335,6 +335,8 @@ std::vector<std::string> Session::release_targets() const {
   return specs;
 }
 
+bool Session::IsSameModel(const Session& other) const { return other.state_ == state_; }
+
 bool Session::SharesArenaWith(const Session& other) const {
   if (other.state_ == state_) return true;
   for (const auto& mine : state_->gates) {

@@ -124,6 +124,10 @@ class Session {
   // dropped from its cache); kInternal for other ORT failures.
   Result<std::vector<NamedTensor>> Run(const std::vector<NamedTensor>& inputs, const RunFlags& flags = {});
 
+  // Whether this session and `other` are the same loaded model: the cache gave
+  // it twice, or it was loaded from two files with the same content.
+  bool IsSameModel(const Session& other) const;
+
   // Whether runs of this session and of `other` allocate from a common arena
   // (the shared CPU arena, or being the same loaded model).
   bool SharesArenaWith(const Session& other) const;
@@ -151,6 +155,7 @@ class Session {
   const detail::SessionState& state() const { return *state_; }
 
  private:
+  friend class SessionCache;  // whether a cached model is held by anyone but the cache
   std::shared_ptr<detail::SessionState> state_;  // the loaded model, shared by every name of its content
   std::string name_;
   std::string source_path_;
