@@ -69,7 +69,12 @@ Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path) {
 Status WriteFileBytes(const std::string& path, const char* format, const std::vector<uint8_t>& bytes) {
   const std::string context = std::string("cannot write ") + format + " file " + path + ": ";
   File file(std::fopen(path.c_str(), "wb"));
-  if (!file) return Internal(context + std::strerror(errno));
+  if (!file) {
+    // A path the caller gave wrong (no such folder, a folder, no permission) is the caller's error.
+    const int err = errno;
+    const bool callers = err == ENOENT || err == ENOTDIR || err == EISDIR || err == EACCES || err == EROFS;
+    return Status(callers ? StatusCode::kInvalidArgument : StatusCode::kInternal, context + std::strerror(err));
+  }
   const bool written = std::fwrite(bytes.data(), 1, bytes.size(), file.get()) == bytes.size();
   const int write_errno = errno;
   const bool closed = std::fclose(file.release()) == 0;

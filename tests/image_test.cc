@@ -192,6 +192,15 @@ TEST_F(ImageFileTest, WritePngReplacesAnExistingFile) {
   ExpectSameImage(small, *read);
 }
 
+// Issue 34: a file into a folder that is not there is the caller's error, not an internal one.
+TEST_F(ImageFileTest, WritingIntoAMissingFolderIsInvalidArgument) {
+  for (Status st : {WritePng(Path("no_such_folder/a.png"), MakeImage(4, 4, 3, 1)),
+                    WriteJpeg(Path("no_such_folder/a.jpg"), MakeImage(4, 4, 3, 1), 90)}) {
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+    EXPECT_NE(st.message().find("no_such_folder"), std::string::npos) << st.ToString();
+  }
+}
+
 TEST_F(ImageFileTest, SixteenBitPngIsReducedToEightBitsByScaling) {
   // Big-endian 16-bit samples: 0xffff, 0x0000, 0x8080 | 0x0101, 0x7f7f, 0xfefe.
   const std::vector<uint8_t> rows = {0xff, 0xff, 0x00, 0x00, 0x80, 0x80, 0x01, 0x01, 0x7f, 0x7f, 0xfe, 0xfe};
