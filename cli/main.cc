@@ -147,6 +147,9 @@ int main(int argc, char** argv) {
 #endif
   AddCommon(serve_cmd, &serve.common);
   serve_cmd->add_option("--repository", serve.repository, "model repository folder")->capture_default_str();
+  serve_cmd->add_flag("--confine-links", serve.confine_links,
+                      "refuse repository files (model folders, model.onnx, config.json, labels.txt) that are links "
+                      "leading out of the repository; by default they are followed");
   serve_cmd->add_option("--host", serve.http.host, "address to listen on")->capture_default_str();
   serve_cmd->add_option("--port", serve.http.port, "HTTP port (0 = any free port)")->capture_default_str();
   serve_cmd->add_option("--grpc-port", serve.grpc_port, "gRPC port (0 = no gRPC, -1 = any free port)")

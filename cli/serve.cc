@@ -157,6 +157,7 @@ int Serve(const ServeOptions& o) {
   server::ModelRepository::Options repo_options;
   repo_options.root = single_model ? o.model_dir : o.repository;
   repo_options.scan = !single_model;  // the single model only, not the folders beside it
+  repo_options.confine_links = o.confine_links;
   repo_options.load_on_demand = o.load_on_demand;
   repo_options.default_device = o.common.device;
   repo_options.pool = o.pool;
