@@ -34,11 +34,11 @@ Result<ImageFormat> OutputFormat(const std::string& path) {
 
 // A file can be written at `path` only into a folder that is there.
 Status CheckOutputFolder(const std::string& path, const char* what) {
-  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  const std::filesystem::path folder = port::PathFromUtf8(path).parent_path();
   std::error_code ec;
   if (folder.empty() || std::filesystem::is_directory(folder, ec)) return Status::Ok();
   return InvalidArgument(std::string("cannot write ") + what + " '" + path + "': there is no folder '" +
-                         folder.string() + "'");
+                         port::Utf8FromPath(folder) + "'");
 }
 
 // Every output's format and folder (images, report, plot), checked before any work is done.
@@ -125,7 +125,7 @@ class MemoryRecorder {
 };
 
 Status WriteText(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
+  std::ofstream out(port::PathFromUtf8(path));
   out << text;
   out.close();
   if (!out) return Internal("cannot write '" + path + "'");

@@ -1,4 +1,5 @@
 #include "ebb/memory_policy.h"
+#include "port/port.h"
 
 #include <fstream>
 #include <functional>
@@ -176,7 +177,7 @@ Result<MemoryPolicy> ParseMemoryPolicy(std::string_view json_text) {
 }
 
 Result<MemoryPolicy> LoadMemoryPolicy(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(port::PathFromUtf8(path));
   if (!in) return NotFound("cannot read memory policy file '" + path + "'");
   std::stringstream text;
   text << in.rdbuf();
