@@ -167,6 +167,34 @@ class ApiTest {
                  () -> Tensor.fromBuffer(ByteBuffer.allocate(4 * n), DataType.FLOAT32, 1, 3, 32, 32));
   }
 
+  /**
+   * Issue 34: copies of one model (the same bytes at two paths) are one model in every call:
+   * isSameModel, unload by either path, and load(p) / load(p, device("cpu")) on this CPU-only machine.
+   */
+  @Test
+  void copiesOfOneModelAreOneModelInEveryCall() throws Exception {
+    Path dir = Files.createTempDirectory("ebb-java-copies");
+    Path p = dir.resolve("p.onnx"), q = dir.resolve("q.onnx");
+    Files.copy(Path.of(TestModels.model("mixed")), p);
+    Files.copy(Path.of(TestModels.model("mixed")), q);
+    runtime.unload(TestModels.model("mixed"));
+    long loads = runtime.loadCount();
+    try (Session first = runtime.load(p.toString());
+         Session onCpu = runtime.load(p.toString(), new LoadOptions().device("cpu"));
+         Session copy = runtime.load(q.toString(), new LoadOptions().device("cpu"))) {
+      if (!first.device().equals("cpu")) return;  // CUDA works here: auto is not the CPU
+      assertEquals(loads + 1, runtime.loadCount(), "auto, cpu and a copy: one load");
+      assertTrue(first.isSameModel(copy));
+      assertTrue(onCpu.isSameModel(copy));
+      assertEquals(1, runtime.unload(q.toString()), "unloaded by the copy's path");
+      assertEquals(0, runtime.unload(p.toString()));
+    } finally {
+      Files.delete(p);
+      Files.delete(q);
+      Files.delete(dir);
+    }
+  }
+
   /** try-with-resources: the planned last run, or close(), gives the arena back to its after-load value. */
   @Test
   void releaseAtTheEndOfAnOperation() {
