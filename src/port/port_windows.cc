@@ -465,8 +465,9 @@ Status CheckOrtLibrary() {
   // here, from where the delay-load helper will look (the program's folder first), and say which.
   HMODULE ort = LoadLibraryW(L"onnxruntime.dll");
   if (ort) return Status::Ok();  // kept loaded: the delay-load helper finds it
+  const DWORD error = GetLastError();
   const std::string folder = Narrow(std::filesystem::path(Wide(ExecutablePath())).parent_path().wstring());
-  return FailedPrecondition("onnxruntime.dll cannot be loaded (" + ErrorText(GetLastError()) +
+  return FailedPrecondition("onnxruntime.dll cannot be loaded (" + ErrorText(error) +
                             "): it belongs beside ebb.exe, in " + folder + ", as in the release zip");
 }
 
