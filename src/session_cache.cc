@@ -10,16 +10,17 @@ std::string SessionKey::ToString() const {
   return content_sha256.substr(0, 12) + "@" + device + (options.empty() ? "" : "/" + options);
 }
 
+std::shared_ptr<SessionCache::Slot> SessionCache::HandOut(const SessionKey& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& entry = slots_[key];
+  if (!entry) entry = std::make_shared<Slot>();
+  entry->last_handed_out = ++use_clock_;
+  return entry;
+}
+
 Result<std::shared_ptr<Session>> SessionCache::GetOrLoad(const SessionKey& key, const Loader& loader, bool* loaded) {
   if (loaded) *loaded = false;
-  std::shared_ptr<Slot> slot;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto& entry = slots_[key];
-    if (!entry) entry = std::make_shared<Slot>();
-    entry->last_handed_out = ++use_clock_;
-    slot = entry;
-  }
+  const std::shared_ptr<Slot> slot = HandOut(key);
   std::lock_guard<std::mutex> load_lock(slot->load_mu);
   if (slot->session) return slot->session;
 
@@ -52,14 +53,7 @@ std::shared_ptr<Session> SessionCache::Find(const SessionKey& key) const {
 }
 
 std::shared_ptr<Session> SessionCache::Insert(const SessionKey& key, std::shared_ptr<Session> session) {
-  std::shared_ptr<Slot> slot;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto& entry = slots_[key];
-    if (!entry) entry = std::make_shared<Slot>();
-    entry->last_handed_out = ++use_clock_;
-    slot = entry;
-  }
+  const std::shared_ptr<Slot> slot = HandOut(key);
   std::lock_guard<std::mutex> load_lock(slot->load_mu);
   if (!slot->session) slot->session = std::move(session);
   return slot->session;

@@ -90,6 +90,9 @@ class SessionCache {
     uint64_t last_handed_out = 0;      // guarded by mu_: the cache's clock (use_clock_) then
   };
 
+  // The slot of `key` (made when there is none), its use clock advanced.
+  std::shared_ptr<Slot> HandOut(const SessionKey& key);
+
   mutable std::mutex mu_;
   std::map<SessionKey, std::shared_ptr<Slot>> slots_;  // guarded by mu_
   std::map<SessionKey, uint64_t> loads_;               // guarded by mu_
