@@ -572,29 +572,10 @@ std::string CpuFeatures() {
 }
 
 namespace {
-// One argument quoted as CommandLineToArgvW and the CRT read it back.
+// One argument quoted as CommandLineToArgvW and the CRT read it back (ShellQuoted's rules), when it must be.
 std::wstring Quoted(const std::wstring& arg) {
   if (!arg.empty() && arg.find_first_of(L" \t\n\v\"") == std::wstring::npos) return arg;
-  std::wstring out = L"\"";
-  for (size_t i = 0;; ++i) {
-    size_t slashes = 0;
-    while (i < arg.size() && arg[i] == L'\\') {
-      ++i;
-      ++slashes;
-    }
-    if (i == arg.size()) {
-      out.append(slashes * 2, L'\\');
-      break;
-    }
-    if (arg[i] == L'"') {
-      out.append(slashes * 2 + 1, L'\\');
-      out += L'"';
-    } else {
-      out.append(slashes, L'\\');
-      out += arg[i];
-    }
-  }
-  return out + L"\"";
+  return Wide(ShellQuoted(Narrow(arg)));
 }
 }  // namespace
 
