@@ -59,12 +59,6 @@ def test_the_readme_and_the_way_in_pages_have_checked_examples():
         assert any(b.checked for b in doccheck.parse(page)), f"{name} has no checked example"
 
 
-def test_the_readme_front_page_is_at_most_300_lines():
-    # The front page says what ebb is and shows each way in; detail goes to docs/ (docs/contributing.md).
-    lines = (SOURCE / "README.md").read_text().count("\n")
-    assert lines <= 300, f"README.md has {lines} lines (at most 300): move detail into docs/"
-
-
 # --- self-tests: the check can fail -------------------------------------------------------------
 
 README = (SOURCE / "README.md").read_text()
@@ -191,7 +185,7 @@ def test_long_pages_start_with_a_table_of_contents():
 
 def test_the_readme_is_a_front_page():
     lines = README.split("\n")
-    assert len(lines) <= 320, f"README.md has {len(lines)} lines"
+    assert len(lines) <= 301, f"README.md has {len(lines) - 1} lines (at most 300: move detail into docs/)"
     first_screen = "\n".join(lines[:60])
     for way in ["#http-curl", "#grpc", "#python-in-process", "#c-with-cmake", "#c)", "#java", "#blender", "#windows"]:
         assert way in first_screen, f"{way} is not reachable from the README's first screen"
