@@ -37,6 +37,7 @@ struct ServeOptions {
   // file's when it sets one, else idle; see ServePolicy in serve.cc).
   std::string release;
   std::string repository = "models";
+  bool confine_links = false;  // refuse repository files linked out of it (server/core/repository.h)
   bool load_all = true;        // load every model at start-up
   bool load_on_demand = true;  // a request to an unloaded model loads it
   server::HttpOptions http;

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "bench.h"
 #include "commands.h"
@@ -91,7 +92,7 @@ std::string VersionText() {
   std::string cuda = std::string("CUDA provider library: ") + ebb::CudaLibraryName(providers.cuda);
   using Cuda = ebb::ProviderSupport::CudaLibrary;
   switch (providers.cuda) {
-    case Cuda::kMissing: cuda += " (no " + providers.cuda_path + "; `make setup GPU=1` installs it)"; break;
+    case Cuda::kMissing: cuda += " (no " + providers.cuda_path + "; " + ebb::port::kCudaProviderHint + ")"; break;
     case Cuda::kNotLoadable: cuda += " (" + providers.cuda_path + ": " + providers.cuda_detail + ")"; break;
     case Cuda::kLoadable: cuda += " (" + providers.cuda_path + "; a CUDA session also needs a device and driver)"; break;
   }
@@ -113,6 +114,15 @@ int main(int argc, char** argv) {
   // is set at start-up: so ebb re-executes itself once with it set
   // (port::RestartWithHugePageHeap). EBB_NO_HUGEPAGES=1 opts out.
   ebb::port::RestartWithHugePageHeap(argv);
+  // The arguments as UTF-8 (Windows reads them as UTF-16: a model folder or image named in Chinese),
+  // converted here once; output in UTF-8 too.
+  std::vector<std::string> args = ebb::port::Utf8Arguments(argc, argv);
+  std::vector<char*> arg_pointers;
+  for (std::string& arg : args) arg_pointers.push_back(arg.data());
+  argc = static_cast<int>(arg_pointers.size());
+  argv = arg_pointers.data();
+  ebb::port::UseUtf8Console();
+  if (ebb::Status st = ebb::port::CheckOrtLibrary(); !st.ok()) return Fail(st);
   CLI::App app{"ebb: run ONNX models, keep them loaded, give their inference memory back"};
   app.require_subcommand(1);
   app.set_version_flag("--version", VersionText, "print the versions of ebb and ONNX Runtime and the providers, and exit");
@@ -147,6 +157,9 @@ int main(int argc, char** argv) {
 #endif
   AddCommon(serve_cmd, &serve.common);
   serve_cmd->add_option("--repository", serve.repository, "model repository folder")->capture_default_str();
+  serve_cmd->add_flag("--confine-links", serve.confine_links,
+                      "refuse repository files (model folders, model.onnx, config.json, labels.txt) that are links "
+                      "leading out of the repository; by default they are followed");
   serve_cmd->add_option("--host", serve.http.host, "address to listen on")->capture_default_str();
   serve_cmd->add_option("--port", serve.http.port, "HTTP port (0 = any free port)")->capture_default_str();
   serve_cmd->add_option("--grpc-port", serve.grpc_port, "gRPC port (0 = no gRPC, -1 = any free port)")

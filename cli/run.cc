@@ -32,7 +32,16 @@ Result<ImageFormat> OutputFormat(const std::string& path) {
                          " (use .png, .jpg or .jpeg)");
 }
 
-// Every output's format, checked before any work is done.
+// A file can be written at `path` only into a folder that is there.
+Status CheckOutputFolder(const std::string& path, const char* what) {
+  const std::filesystem::path folder = port::PathFromUtf8(path).parent_path();
+  std::error_code ec;
+  if (folder.empty() || std::filesystem::is_directory(folder, ec)) return Status::Ok();
+  return InvalidArgument(std::string("cannot write ") + what + " '" + path + "': there is no folder '" +
+                         port::Utf8FromPath(folder) + "'");
+}
+
+// Every output's format and folder (images, report, plot), checked before any work is done.
 Result<std::vector<ImageFormat>> OutputFormats(const RunOptions& o) {
   if (o.jpeg_quality < 1 || o.jpeg_quality > 100) {
     return InvalidArgument("--jpeg-quality must be 1..100, not " + std::to_string(o.jpeg_quality));
@@ -41,8 +50,11 @@ Result<std::vector<ImageFormat>> OutputFormats(const RunOptions& o) {
   for (const std::string& path : o.outputs) {
     auto format = OutputFormat(path);
     if (!format.ok()) return format.status();
+    EBB_RETURN_IF_ERROR(CheckOutputFolder(path, "output"));
     formats.push_back(*format);
   }
+  if (!o.memory_report.empty()) EBB_RETURN_IF_ERROR(CheckOutputFolder(o.memory_report, "--memory-report"));
+  if (!o.plot.empty()) EBB_RETURN_IF_ERROR(CheckOutputFolder(o.plot, "--plot"));
   return formats;
 }
 
@@ -113,7 +125,7 @@ class MemoryRecorder {
 };
 
 Status WriteText(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
+  std::ofstream out(port::PathFromUtf8(path));
   out << text;
   out.close();
   if (!out) return Internal("cannot write '" + path + "'");

@@ -74,24 +74,18 @@ std::optional<InferHint> MakeInferHint(server::ModelRepository& repository) {
   return best;
 }
 
-// `text` as one single-quoted shell word.
-std::string ShellQuote(const std::string& text) {
-  std::string quoted = "'";
-  for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
-}
-
 void PrintHint(server::ModelRepository& repository, const std::string& url) {
   std::optional<InferHint> hint = MakeInferHint(repository);
   std::printf("try:\n");
   if (hint) {
-    std::printf("  curl -s %s/v2/models/%s/infer -H 'Content-Type: application/json' -d %s\n", url.c_str(),
-                hint->model.c_str(), ShellQuote(hint->body).c_str());
+    // Pastable into this system's shell: sh's quotes on POSIX, cmd.exe's on Windows.
+    std::printf("  curl -s %s/v2/models/%s/infer -H %s -d %s\n", url.c_str(), hint->model.c_str(),
+                port::ShellQuoted("Content-Type: application/json").c_str(), port::ShellQuoted(hint->body).c_str());
   } else {
-    std::printf("  curl -s -d '' %s/v2/repository/index   # no model is loaded: this lists them and why\n",
-                url.c_str());
+    std::printf("  curl -s -d %s %s/v2/repository/index\n", port::ShellQuoted("").c_str(), url.c_str());
+    std::printf("  (no model is loaded: that lists them and why)\n");
   }
-  std::printf("  curl -s %s/metrics | grep ebb_arena\n", url.c_str());
+  std::printf("  curl -s %s/metrics | %s ebb_arena\n", url.c_str(), port::kLineFilter);
 }
 
 // A port that cannot be bound is one line naming the port and the flag that moves it
@@ -157,6 +151,7 @@ int Serve(const ServeOptions& o) {
   server::ModelRepository::Options repo_options;
   repo_options.root = single_model ? o.model_dir : o.repository;
   repo_options.scan = !single_model;  // the single model only, not the folders beside it
+  repo_options.confine_links = o.confine_links;
   repo_options.load_on_demand = o.load_on_demand;
   repo_options.default_device = o.common.device;
   repo_options.pool = o.pool;

@@ -24,10 +24,13 @@ add_library(PkgConfig::JPEG INTERFACE IMPORTED)
 set_target_properties(PkgConfig::JPEG PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${EBB_MINGW_DEPS}/include"
                       INTERFACE_LINK_LIBRARIES "${EBB_WIN_JPEG}")
 
+# Delay-loaded (the import library dlltool -y made, scripts/setup-windows.sh; its helper
+# __delayLoadHelper2 is MinGW's): onnxruntime.dll is loaded at the first call into it, after
+# port::CheckOrtLibrary (ebb.exe's main, Runtime::Create) has said which DLL is missing, if one is.
 add_library(onnxruntime::onnxruntime SHARED IMPORTED)
 set_target_properties(onnxruntime::onnxruntime PROPERTIES
   IMPORTED_LOCATION "${EBB_ORT_WINDOWS}/bin/onnxruntime.dll"
-  IMPORTED_IMPLIB "${EBB_ORT_WINDOWS}/lib/libonnxruntime.dll.a"
+  IMPORTED_IMPLIB "${EBB_ORT_WINDOWS}/lib/libonnxruntime.delay.a"
   INTERFACE_INCLUDE_DIRECTORIES "${EBB_ORT_ROOT}/include")
 # ORT's headers redefine MinGW's SAL macros: a warning in every file (-isystem keeps them quiet).
 set_target_properties(onnxruntime::onnxruntime PROPERTIES INTERFACE_SYSTEM_INCLUDE_DIRECTORIES "${EBB_ORT_ROOT}/include")

@@ -44,6 +44,12 @@ if [ ! -f "$ORT_WIN/lib/libonnxruntime.dll.a" ]; then
      x86_64-w64-mingw32-dlltool -d onnxruntime.def -l libonnxruntime.dll.a -D onnxruntime.dll)
   rm -rf "$tmp"
 fi
+# The delay-load import library the programs link (cmake/windows-deps.cmake): onnxruntime.dll is loaded on
+# first use, so that a program started without it says so (port::CheckOrtLibrary) instead of the loader
+# ending it without a word.
+if [ ! -f "$ORT_WIN/lib/libonnxruntime.delay.a" ]; then
+  (cd "$ORT_WIN/lib" && x86_64-w64-mingw32-dlltool -d onnxruntime.def -y libonnxruntime.delay.a -D onnxruntime.dll)
+fi
 
 # --- Header-only libraries, each by itself
 HDR=$DEPS/headers

@@ -180,6 +180,17 @@ TEST_F(CliTest, RunRefusesAnUnknownOutputExtensionBeforeAnyWork) {
   EXPECT_EQ(none.exit_code, 1);
   EXPECT_NE(none.output.find("no file extension"), std::string::npos) << none.output;
   EXPECT_EQ(none.output.find("->"), std::string::npos) << "nothing ran: " << none.output;
+  // Issue 34: an output into a folder that is not there is the caller's error, found before any work.
+  for (const std::string& flags : {" -o " + Path("no_such_folder/a.png"),
+                                   " -o " + Path("a.png") + " --memory-report " + Path("no_such_folder/m.json"),
+                                   " -o " + Path("a.png") + " --plot " + Path("no_such_folder/p.svg")}) {
+    Outcome missing = Ebb("run " + kModels + "/waifu2x_scale2x -i " + in + flags);
+    EXPECT_EQ(missing.exit_code, 1);
+    EXPECT_NE(missing.output.find("invalid_argument: cannot write"), std::string::npos) << missing.output;
+    EXPECT_NE(missing.output.find("there is no folder '" + Path("no_such_folder") + "'"), std::string::npos)
+        << missing.output;
+    EXPECT_EQ(missing.output.find("->"), std::string::npos) << "nothing ran: " << missing.output;
+  }
   Outcome quality = Ebb("run " + Path("no_such_model") + " -i " + in + " -o " + Path("a.jpg") + " --jpeg-quality 0");
   EXPECT_EQ(quality.exit_code, 1);
   EXPECT_NE(quality.output.find("--jpeg-quality must be 1..100"), std::string::npos) << quality.output;

@@ -154,8 +154,8 @@ def repository():
 @pytest.fixture(scope="module")
 def server(repository):
     # Compressed requests accepted, to test what the scan does with an inflated message; the default
-    # (refused) has a test of its own.
-    s = Server(repository, "--max-body-bytes", str(MAX_BODY), "--grpc-compressed-requests")
+    # (refused) has a test of its own. --confine-links: the repository's link out ("escape") is refused.
+    s = Server(repository, "--max-body-bytes", str(MAX_BODY), "--grpc-compressed-requests", "--confine-links")
     yield s
     assert s.stop() == 0
 

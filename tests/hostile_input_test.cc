@@ -316,7 +316,8 @@ class FilesBesideAModelTest : public ::testing::Test {
     // Bounded: before, the FIFO made `ebb serve` wait forever before it opened its ports.
     const auto t0 = std::chrono::steady_clock::now();
     auto started =
-        std::async(std::launch::async, [] { return server_->Start({"--repository", repository_}, stderr_path_); });
+        std::async(std::launch::async,
+                   [] { return server_->Start({"--repository", repository_, "--confine-links"}, stderr_path_); });
     if (started.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
       kill(server_->pid(), SIGKILL);
       started.wait();

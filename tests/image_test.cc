@@ -323,10 +323,12 @@ TEST_F(ImageFileTest, WriteJpegRefusesAlphaBadQualityAndInvalidImages) {
   for (const char* name : {"rgba.jpg", "q.jpg", "bad.jpg"}) EXPECT_FALSE(fs::exists(Path(name))) << name;
 }
 
-TEST_F(ImageFileTest, WriteJpegFailureIsInternalNamingTheFile) {
+// Issue 34: a folder that is not there is the caller's error (it was kInternal, and `ebb run` reported
+// `internal` after all its work).
+TEST_F(ImageFileTest, WriteJpegIntoAMissingFolderIsInvalidArgumentNamingTheFile) {
   const std::string path = Path("no_such_dir/out.jpg");
   Status status = WriteJpeg(path, MakeImage(2, 2, 3));
-  EXPECT_EQ(status.code(), StatusCode::kInternal);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(Mentions(status, path)) << status.message();
   EXPECT_TRUE(Mentions(status, "JPEG")) << status.message();
 }
@@ -458,10 +460,10 @@ TEST_F(ImageFileTest, WritePngRefusesInvalidImages) {
   EXPECT_FALSE(fs::exists(Path("bad.png")));
 }
 
-TEST_F(ImageFileTest, WritePngFailureIsInternalNamingTheFile) {
+TEST_F(ImageFileTest, WritePngIntoAMissingFolderIsInvalidArgumentNamingTheFile) {
   const std::string path = Path("no_such_dir/out.png");
   Status status = WritePng(path, MakeImage(2, 2, 3));
-  EXPECT_EQ(status.code(), StatusCode::kInternal);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(Mentions(status, path)) << status.message();
 }
 

@@ -4,6 +4,7 @@
 // LoadModelLabels in ebb/model_config.h) confined to the same root, at their
 // size limits exactly.
 #include "core/model_path.h"
+#include "core/repository.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 #include <fstream>
 
 #include "ebb/model_config.h"
+#include "ebb/runtime.h"
 
 namespace fs = std::filesystem;
 using ebb::LoadModelConfig;
@@ -162,6 +164,69 @@ TEST_F(ModelPathTest, FilesBesideAModelAreConfinedRegularAndCapped) {
   EXPECT_EQ(LoadModelLabels(folder, root)->size(), ebb::kMaxLabels);
   std::ofstream(m / "labels.txt", std::ios::app) << "one more";
   EXPECT_NE(LoadModelLabels(folder, root).status().message().find("more than 262144 lines"), std::string::npos);
+}
+
+}  // namespace
+
+// Issue 34: the repository's own files are the operator's, and its links are followed by default,
+// as Triton follows them: Hugging Face's cache (a snapshot folder whose files link into
+// ../../blobs/) linked into the repository, and a model file linked to a shared store. With
+// confine_links they are refused, naming the flag. Names a caller gives stay confined.
+namespace {
+
+class RepositoryLinksTest : public ModelPathTest {
+ protected:
+  void SetUp() override {
+    ModelPathTest::SetUp();
+    const fs::path cache = tmp_ / "hf" / "models--ebb--tiny";
+    fs::create_directories(cache / "blobs");
+    fs::copy_file(std::string(EBB_MODELS_DIR) + "/tiny/model.onnx", cache / "blobs" / "0a1b2c");
+    std::ofstream(cache / "blobs" / "3d4e5f") << R"({"device": "cpu"})";
+    fs::create_directories(cache / "snapshots" / "rev1");
+    fs::create_symlink("../../blobs/0a1b2c", cache / "snapshots" / "rev1" / "model.onnx");
+    fs::create_symlink("../../blobs/3d4e5f", cache / "snapshots" / "rev1" / "config.json");
+    fs::create_symlink(cache / "snapshots" / "rev1", root_ / "hf_tiny");
+    fs::create_directories(tmp_ / "store");
+    fs::copy_file(std::string(EBB_MODELS_DIR) + "/tiny/model.onnx", tmp_ / "store" / "tiny.onnx");
+    fs::create_directories(root_ / "shared" / "1");
+    fs::create_symlink(tmp_ / "store" / "tiny.onnx", root_ / "shared" / "1" / "model.onnx");
+  }
+
+  std::unique_ptr<ebb::server::ModelRepository> Open(bool confine) {
+    if (!runtime_) runtime_ = std::move(ebb::Runtime::Create()).value();
+    ebb::server::ModelRepository::Options options;
+    options.root = root_.string();
+    options.confine_links = confine;
+    auto repository = ebb::server::ModelRepository::Open(*runtime_, options);
+    EXPECT_TRUE(repository.ok()) << repository.status().ToString();
+    return std::move(repository).value();
+  }
+
+  std::unique_ptr<ebb::Runtime> runtime_;
+};
+
+TEST_F(RepositoryLinksTest, LinksOutOfTheRepositoryAreFollowedByDefault) {
+  auto repository = Open(/*confine=*/false);
+  for (const char* name : {"hf_tiny", "shared"}) {
+    SCOPED_TRACE(name);
+    EXPECT_TRUE(repository->Load(name).ok()) << repository->Load(name).ToString();
+    auto handle = repository->Acquire(name);
+    EXPECT_TRUE(handle.ok()) << handle.status().ToString();
+  }
+  EXPECT_EQ(repository->Folder("hf_tiny")->config.device, "cpu") << "config.json, a link into blobs/, was read";
+  EXPECT_TRUE(repository->Problems().empty());
+  // A name is still one component of the repository.
+  EXPECT_EQ(repository->Load("../hf").code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(RepositoryLinksTest, ConfineLinksRefusesThemNamingTheFlag) {
+  auto repository = Open(/*confine=*/true);
+  for (const char* name : {"hf_tiny", "shared"}) {
+    SCOPED_TRACE(name);
+    ebb::Status st = repository->Load(name);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+    EXPECT_NE(st.message().find("outside the repository (--confine-links)"), std::string::npos) << st.ToString();
+  }
 }
 
 }  // namespace

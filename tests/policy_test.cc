@@ -27,12 +27,18 @@ TEST(MemoryPolicyTest, ParsesTheGraphOptimizationLevelAndTheOptimizedModelCache)
     ASSERT_TRUE(p.ok()) << p.status().ToString();
     EXPECT_STREQ(GraphOptimizationName(p->graph_optimization), level);
   }
+  EXPECT_EQ(MemoryPolicy{}.max_unused_models, 8);  // issue 34: closed models are bounded by default
+  auto unused = ParseMemoryPolicy(R"({"max_unused_models": 0})");
+  ASSERT_TRUE(unused.ok()) << unused.status().ToString();
+  EXPECT_EQ(unused->max_unused_models, 0);
+  EXPECT_FALSE(ParseMemoryPolicy(R"({"max_unused_models": -1})").ok());
   auto p = ParseMemoryPolicy(
-      R"({"optimized_model_cache": {"enabled": false, "dir": "/var/cache/x", "max_bytes": 5000000000}})");
+      R"({"max_unused_models": 3, "optimized_model_cache": {"enabled": false, "dir": "/var/cache/x", "max_bytes": 5000000000}})");
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_FALSE(p->optimized_model_cache.enabled);
   EXPECT_EQ(p->optimized_model_cache.dir, "/var/cache/x");
   EXPECT_EQ(p->optimized_model_cache.max_bytes, 5000000000u);
+  EXPECT_EQ(p->max_unused_models, 3);
   auto again = ParseMemoryPolicy(MemoryPolicyToJson(*p));
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(MemoryPolicyToJson(*again), MemoryPolicyToJson(*p));

@@ -135,6 +135,29 @@ TEST_F(PortTest, ANonAsciiPathWorksEverywhere) {
   // What ORT gets names the same file (narrow on POSIX, UTF-16 on Windows).
   const std::basic_string<OrtChar> ort = OrtPath(utf8);
   EXPECT_EQ(fs::path(ort), path);
+  // fopen of the UTF-8 path (_wfopen on Windows: its fopen reads the ANSI code page).
+  std::FILE* file = OpenFile(utf8, "rb");
+  ASSERT_NE(file, nullptr);
+  char bytes[4] = {};
+  EXPECT_EQ(std::fread(bytes, 1, 3, file), 3u);
+  std::fclose(file);
+  EXPECT_EQ(std::string(bytes), "abc");
+}
+
+// Issue 34: the command line as UTF-8 (on Windows from its UTF-16 form: this test's own arguments
+// are ASCII, so they are argv), and text quoted for this system's shell.
+TEST(PortCommandLineTest, ArgumentsAndShellQuotes) {
+  char arg0[] = "prog", arg1[] = "mod\xC3\xA8le";
+  char* argv[] = {arg0, arg1};
+  const std::vector<std::string> args = Utf8Arguments(2, argv);
+  ASSERT_GE(args.size(), 1u);
+#ifndef _WIN32
+  EXPECT_EQ(args, (std::vector<std::string>{"prog", "mod\xC3\xA8le"}));
+  EXPECT_EQ(ShellQuoted(R"(it's {"a": 1})"), R"('it'\''s {"a": 1}')");
+#else
+  EXPECT_EQ(ShellQuoted(R"({"a": "b\"})"), R"("{\"a\": \"b\\\"}")");
+#endif
+  EXPECT_TRUE(CheckOrtLibrary().ok());
 }
 
 TEST_F(PortTest, NewPrivateFileIsWrittenOnceAndIsMine) {

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "ebb/runtime.h"
@@ -287,6 +288,45 @@ TEST_F(RunBoundaryTest, EndingRunDefersToARunInFlightAndTheLastOneReleases) {
   ASSERT_EQ(long_records.size(), 1u);
   EXPECT_TRUE(long_records[0].trimmed || short_records[0].trimmed) << "the last one out releases";
   EXPECT_LE(Shared().reserved, floor + kMiB);
+}
+
+// Issue 34: a shared arena capped below what concurrent runs need together (8 runs of ~10 MiB under a
+// 24 MiB cap), though each fits alone. Runs that ran out of memory beside the others wait for them
+// and run again alone: none fails, and the session stays cached (it used to fail and be dropped).
+// A run that cannot fit even alone still fails, and is dropped.
+TEST_F(RunBoundaryTest, UnderACapTooSmallForConcurrentRunsTheyWaitInsteadOfFailing) {
+  MemoryPolicy policy;
+  policy.cpu.arena_settings.max_bytes = 24 * kMiB;
+  Start(policy);
+  std::atomic<int> failed{0}, waited{0};
+  std::string first_failure;
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      RunObserver observer = [&](const RunRecord& r) {
+        if (r.waited_alone) ++waited;
+      };
+      RunFlags flags;
+      flags.observer = &observer;
+      for (int i = 0; i < 4; ++i) {
+        auto out = session_->Run(ImageInput(192, 192, 10 * t + i), flags);
+        if (!out.ok()) {
+          std::lock_guard<std::mutex> lock(mu);
+          if (failed++ == 0) first_failure = out.status().ToString();
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(failed.load(), 0) << first_failure;
+  EXPECT_GT(waited.load(), 0) << "no run ran out of memory beside the others: the cap does not bind";
+  EXPECT_EQ(runtime_->cache().size(), 1u) << "a run that fit alone dropped its session";
+  EXPECT_LE(Shared().reserved, 24 * kMiB);
+  // Alone and still too big: kResourceExhausted, and the session leaves the cache.
+  auto huge = session_->Run(ImageInput(512, 512));
+  EXPECT_EQ(huge.status().code(), StatusCode::kResourceExhausted) << huge.status().ToString();
+  EXPECT_EQ(runtime_->cache().size(), 0u);
 }
 
 TEST_F(RunBoundaryTest, RealOcrDetectorReleasesToo) {

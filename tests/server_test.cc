@@ -39,7 +39,7 @@ std::string MakeRepository() {
       << R"({"kind": "image_to_image", "device": "cpu", "tile": {"size": 32, "overlap": 6}})";
   fs::create_directories(root / "broken");
   std::ofstream(root / "broken" / "model.onnx") << "not a model";
-  // A link that leads out of the repository.
+  // A link that leads out of the repository (refused: the server runs with --confine-links).
   const fs::path outside = root.string() + "_outside";
   fs::create_directories(outside / "escape");
   fs::copy_file(kModels + "/tiny/model.onnx", outside / "escape" / "model.onnx", fs::copy_options::overwrite_existing);
@@ -68,7 +68,7 @@ class ServerTest : public ::testing::Test {
   static void SetUpTestSuite() {
     repository_ = MakeRepository();
     server_ = new testing::ServerProcess();
-    ASSERT_TRUE(server_->Start({"--repository", repository_, "--max-body-bytes", "8000000"}));
+    ASSERT_TRUE(server_->Start({"--repository", repository_, "--max-body-bytes", "8000000", "--confine-links"}));
     auto rt = Runtime::Create();
     ASSERT_TRUE(rt.ok());
     runtime_ = std::move(rt).value().release();

@@ -172,6 +172,73 @@ TEST_F(SessionCacheTest, ModelsSharedByContentKeepTheirOwnNames) {
   fs::remove_all(dir);
 }
 
+// Issue 34: copies of one model (the same bytes in other files) are one model in every call:
+// IsSameModel, Unload by any copy's path, and a load for "auto" and one for "cpu" on a machine
+// whose CUDA cannot be used.
+TEST_F(SessionCacheTest, CopiesOfOneModelAreOneModelInEveryCall) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / ("ebb_copies_" + std::to_string(getpid()));
+  for (const char* sub : {"p", "q", "r"}) {
+    fs::create_directories(dir / sub);
+    fs::copy_file(testing::ModelPath("tiny"), dir / sub / "tiny.onnx", fs::copy_options::overwrite_existing);
+  }
+  const std::string p = (dir / "p" / "tiny.onnx").string(), q = (dir / "q" / "tiny.onnx").string();
+  const std::string r = (dir / "r" / "tiny.onnx").string();
+  auto first = runtime_->Load(p);  // "auto"
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  if ((*first)->device().kind != DeviceKind::kCpu) GTEST_SKIP() << "CUDA works here: auto is not the CPU";
+  auto on_cpu = runtime_->Load(p, {.device = DeviceRequest::Cpu()});
+  auto copy = runtime_->Load(q, {.device = DeviceRequest::Cpu()});
+  auto other = runtime_->Load(r);
+  ASSERT_TRUE(on_cpu.ok() && copy.ok() && other.ok());
+  EXPECT_EQ(runtime_->load_count(), 1u) << "auto and cpu on a CPU-only machine, and the copies: one load";
+  EXPECT_EQ(runtime_->cache().size(), 1u);
+  EXPECT_TRUE((*first)->IsSameModel(**copy));
+  EXPECT_TRUE((*copy)->IsSameModel(**other));
+  EXPECT_EQ((*copy)->name(), "tiny");  // the same name from another file: that file's path
+  EXPECT_EQ((*copy)->source_path(), q);
+  // Unloaded by the path of a copy that was not the first to load it.
+  EXPECT_EQ(runtime_->Unload(q), 1u);
+  EXPECT_EQ(runtime_->cache().size(), 0u);
+  EXPECT_EQ(runtime_->Unload(p), 0u);
+  fs::remove_all(dir);
+}
+
+// Issue 34: a caller who only lets go of its handles (Java's close()) still gets the memory back:
+// at most max_unused_models unused models stay cached, the least recently handed out go first.
+TEST(SessionCacheBound, UnusedModelsPastTheBoundAreDroppedLeastRecentFirst) {
+  namespace fs = std::filesystem;
+  MemoryPolicy policy;
+  policy.max_unused_models = 2;
+  auto rt = Runtime::Create(policy);
+  ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+  Runtime& runtime = **rt;
+  const fs::path dir = fs::path(::testing::TempDir()) / ("ebb_unused_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::vector<std::string> paths;
+  for (int i = 0; i < 6; ++i) {
+    paths.push_back((dir / ("m" + std::to_string(i) + ".onnx")).string());
+    testing::WriteModelVariant(testing::ModelPath("tiny"), paths.back(), "copy " + std::to_string(i));
+  }
+  std::vector<std::shared_ptr<Session>> held;
+  for (int i = 0; i < 4; ++i) held.push_back(*runtime.Load(paths[i]));
+  EXPECT_EQ(runtime.cache().size(), 4u) << "held models are never dropped";
+  std::weak_ptr<Session> oldest = held[0];
+  held.clear();  // all four closed: m0 was handed out first
+  ASSERT_TRUE(runtime.Load(paths[4]).ok());  // held while it loads, by nobody after this line
+  EXPECT_EQ(runtime.cache().size(), 3u) << "m4 and two unused (the bound): m2, m3";
+  EXPECT_TRUE(oldest.expired()) << "the least recently handed out went, and was destroyed";
+  EXPECT_EQ(runtime.load_count(), 5u);
+  ASSERT_TRUE(runtime.Load(paths[3]).ok());  // within the bound: back without a load
+  EXPECT_EQ(runtime.load_count(), 5u);
+  auto kept = runtime.Load(paths[5]);
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(runtime.cache().size(), 3u) << "m5 (held) and two unused: m3, m4 (m2 went)";
+  ASSERT_TRUE(runtime.Trim().ok());
+  EXPECT_EQ(runtime.cache().size(), 3u);
+  fs::remove_all(dir);
+}
+
 class ExternalDataKeyTest : public SessionCacheTest {
  protected:
   void SetUp() override {

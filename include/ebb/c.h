@@ -329,7 +329,8 @@ EBB_EXPORT const char* ebb_memory_json(const ebb_memory_t* memory);
 
 /* Drops this handle; the loaded model stays in the cache (ebb_runtime_unload_*). */
 EBB_EXPORT void ebb_session_destroy(ebb_session_t* session);
-/* 1 when both handles hold the same loaded session (the cache gave it twice). */
+/* 1 when both handles hold the same loaded model: the cache gave it twice, or
+ * it was loaded from two files with the same content (one load). */
 EBB_EXPORT int ebb_session_same(const ebb_session_t* a, const ebb_session_t* b);
 EBB_EXPORT const char* ebb_session_name(const ebb_session_t* session);
 /* The model file it was loaded from ("" when loaded from bytes). */

@@ -158,6 +158,13 @@ struct MemoryPolicy {
   // (and ~3x slower first loads, paid once with the optimized-model cache).
   GraphOptimization graph_optimization = GraphOptimization::kExtended;
   OptimizedModelCachePolicy optimized_model_cache;
+  // How many UNUSED models stay in the Runtime's session cache: loaded models
+  // no handle holds any more (every Session for it let go, as Java's and
+  // Python's close() do) but not unloaded. Past it the least recently handed
+  // out go, at the next load and at Trim(), and their memory with them. A
+  // closed model within the bound loads again without a load. 8 by default: a
+  // service that only closes handles stays bounded; 0 drops every closed model.
+  int max_unused_models = 8;
 };
 
 // Parses a policy from JSON text; absent fields keep their defaults.

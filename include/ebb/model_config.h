@@ -72,7 +72,8 @@ Result<ModelConfig> ParseModelConfig(std::string_view json_text);
 // The config as config.json text with every field (ParseModelConfig reads it back).
 std::string ModelConfigToJson(const ModelConfig& config);
 // Reads `<folder>/config.json`, confined to `root` (the folder or one above
-// it); defaults when there is nothing at that path. Errors: the file's rules
+// it; "": not confined, a link is followed wherever it leads: the operator's
+// repository without --confine-links); defaults when there is nothing at that path. Errors: the file's rules
 // broken (kInvalidArgument, see above), or its content (ParseModelConfig's).
 Result<ModelConfig> LoadModelConfig(const std::string& folder, const std::string& root);
 // Reads `<folder>/labels.txt` (line i names class i; a trailing "\r" is

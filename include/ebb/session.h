@@ -24,6 +24,15 @@
 // arenas only its own runs can shrink releases as under kOperationEnd).
 // Outputs are identical with and without a release.
 //
+// Running out of memory: a run that fails for lack of arena memory (a capped
+// shared CPU arena, a CUDA arena) while other runs were on the same arena may
+// fit alone, the others having taken the memory: it waits for them to end
+// (runs arriving meanwhile wait behind it) and runs again alone, up to
+// RunFlags::memory_deadline (kUnavailable past it). Only a run that fails
+// alone returns kResourceExhausted, and only then is the session dropped from
+// its cache. A ModelPool's admitted runs go through the same arenas, so plain
+// runs and the pool's wait for one another (src/arena_gate.h).
+//
 // Thread safety: Run() may be called concurrently from any number of threads.
 // Ownership: sessions are shared (std::shared_ptr) between the cache and
 // callers; dropping one from the cache never destroys it under a running call.
@@ -35,6 +44,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -70,6 +80,8 @@ struct RunRecord {
   bool release_deferred = false; // wanted, but another run was in flight on an arena
   bool trimmed = false;          // this run trimmed the shared arena after its outputs were freed
   bool outputs_preallocated = false;  // outputs were written to caller-owned buffers
+  // It ran out of memory beside other runs on its arenas, waited for them to end and ran again alone.
+  bool waited_alone = false;
   StatusCode status = StatusCode::kOk;
   double milliseconds = 0;
 };
@@ -84,12 +96,19 @@ struct LoadRecord {
   std::string optimized_cache_note;   // why the cache was not used, or an entry was rejected ("" otherwise)
 };
 
+// How long a run that ran out of memory beside other runs waits for them to end, to run again
+// alone, when RunFlags::memory_deadline is unset (as long as a ModelPool's run waits for memory).
+inline constexpr std::chrono::milliseconds kWaitForMemory{60000};
+
 struct RunFlags {
   // Whether this run is the last of the caller's operation. A single call is a
   // whole operation, hence the default.
   bool ends_operation = true;
   // Outputs to compute, by name; empty computes all of them, in model order.
   std::vector<std::string> outputs;
+  // Until when a run that ran out of memory beside other runs may wait to run
+  // alone (see Run); unset: kWaitForMemory after it started.
+  std::optional<std::chrono::steady_clock::time_point> memory_deadline;
   // Called once, on the calling thread, after the run (success or failure).
   const RunObserver* observer = nullptr;
   // The release mode for this run instead of the policy's (unset: the
@@ -120,9 +139,15 @@ class Session {
 
   // The run boundary (see the file comment).
   // Errors: kInvalidArgument for unknown/missing inputs or a wrong type or
-  // shape; kResourceExhausted when memory ran out (the session is then
-  // dropped from its cache); kInternal for other ORT failures.
+  // shape; kResourceExhausted when memory ran out for the run alone (the
+  // session is then dropped from its cache); kUnavailable when it ran out
+  // beside other runs and its memory deadline passed while it waited for
+  // them; kInternal for other ORT failures.
   Result<std::vector<NamedTensor>> Run(const std::vector<NamedTensor>& inputs, const RunFlags& flags = {});
+
+  // Whether this session and `other` are the same loaded model: the cache gave
+  // it twice, or it was loaded from two files with the same content.
+  bool IsSameModel(const Session& other) const;
 
   // Whether runs of this session and of `other` allocate from a common arena
   // (the shared CPU arena, or being the same loaded model).
@@ -151,6 +176,7 @@ class Session {
   const detail::SessionState& state() const { return *state_; }
 
  private:
+  friend class SessionCache;  // whether a cached model is held by anyone but the cache
   std::shared_ptr<detail::SessionState> state_;  // the loaded model, shared by every name of its content
   std::string name_;
   std::string source_path_;

@@ -11,6 +11,13 @@
 // cache's reference, so a session in use is never destroyed under a running
 // call; it goes away when its last user lets go.
 //
+// A cached model that nobody but the cache holds (every Session handle for it
+// was let go: Java's and Python's close(), C's ebb_session_destroy) is UNUSED.
+// DropUnused() bounds how many unused models stay cached, dropping the least
+// recently handed out first (the Runtime calls it after every load and on
+// Trim, with MemoryPolicy::max_unused_models), so that a caller who only
+// closes handles, never unloads, still gets the memory back.
+//
 // Concurrent GetOrLoad() calls for the same key load once; the others wait
 // for that load and share its result. Loads of different keys run in
 // parallel.
@@ -58,6 +65,13 @@ class SessionCache {
   // Drops `key` only if it still maps to `session` (so that a fresh reload is
   // not dropped by a late report about the old one).
   bool EraseIfSame(const SessionKey& key, const Session* session);
+  // Caches `session` under `key` unless a session is cached there already (not
+  // counted as a load); returns the one cached under `key`.
+  std::shared_ptr<Session> Insert(const SessionKey& key, std::shared_ptr<Session> session);
+  // Drops unused models (see above), least recently handed out first, until at
+  // most `keep` stay; returns how many were dropped. They are destroyed here,
+  // outside the cache's locks.
+  size_t DropUnused(size_t keep);
   // Drops every entry for which `pred` is true; returns how many.
   size_t EraseIf(const std::function<bool(const SessionKey&, const Session&)>& pred);
   void Clear();
@@ -73,12 +87,17 @@ class SessionCache {
   struct Slot {
     std::mutex load_mu;                // held while this key loads
     std::shared_ptr<Session> session;  // guarded by load_mu
+    uint64_t last_handed_out = 0;      // guarded by mu_: the cache's clock (use_clock_) then
   };
+
+  // The slot of `key` (made when there is none), its use clock advanced.
+  std::shared_ptr<Slot> HandOut(const SessionKey& key);
 
   mutable std::mutex mu_;
   std::map<SessionKey, std::shared_ptr<Slot>> slots_;  // guarded by mu_
   std::map<SessionKey, uint64_t> loads_;               // guarded by mu_
   uint64_t total_loads_ = 0;                           // guarded by mu_
+  uint64_t use_clock_ = 0;                             // guarded by mu_
 };
 
 }  // namespace ebb

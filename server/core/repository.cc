@@ -46,14 +46,13 @@ struct ModelRepository::Layout {
   std::vector<std::string> empty_versions;  // version folders without one
   std::vector<std::string> linked_out;    // model files that are links leading out of the repository
 
-  static Layout Of(const fs::path& folder) {
+  // `root`: the folder model files and version folders must resolve inside ("": links followed).
+  static Layout Of(const fs::path& folder, const fs::path& root) {
     Layout layout;
     std::error_code ec;
-    // A model file is confined as the folders are: a link is followed only while it stays inside
-    // the repository (the files beside it are confined the same way: model_config.h).
-    const fs::path root = folder.parent_path();
     auto model_file = [&](const fs::path& path, const std::string& shown) {
       if (!fs::is_regular_file(path, ec)) return false;
+      if (root.empty()) return true;
       const fs::path real = fs::canonical(path, ec);
       const fs::path rel = ec ? fs::path() : real.lexically_relative(root);
       if (rel.empty() || *rel.begin() == "..") {
@@ -67,7 +66,7 @@ struct ModelRepository::Layout {
       const std::string name = entry.path().filename().string();
       const std::optional<int64_t> number = VersionNumber(name);
       if (!number || !entry.is_directory(ec)) continue;
-      const bool inside = fs::canonical(entry.path(), ec).parent_path() == folder;
+      const bool inside = root.empty() || fs::canonical(entry.path(), ec).parent_path() == folder;
       if (inside && model_file(entry.path() / "model.onnx", name + "/model.onnx")) {
         layout.versions.push_back(*number);
       } else {
@@ -103,12 +102,14 @@ Result<std::string> ModelRepository::FolderOf(const std::string& name) const {
   const fs::path folder = fs::path(options_.root) / name;
   if (!fs::is_directory(folder, ec)) return NotFound("unknown model '" + name + "'");
   const fs::path real = fs::canonical(folder, ec);
-  if (ec || real.parent_path() != fs::path(options_.root)) {
-    return InvalidArgument("model '" + name + "' resolves outside the repository");
+  if (ec || (options_.confine_links && real.parent_path() != fs::path(options_.root))) {
+    return InvalidArgument("model '" + name + "' resolves outside the repository (--confine-links)");
   }
-  if (!Layout::Of(real).is_model()) return NotFound("unknown model '" + name + "'");
+  if (!Layout::Of(real, ConfinedTo()).is_model()) return NotFound("unknown model '" + name + "'");
   return real.string();
 }
+
+std::string ModelRepository::ConfinedTo() const { return options_.confine_links ? options_.root : ""; }
 
 std::string ModelRepository::PoolName(const ModelFolder& model, const std::string& version) const {
   return model.versioned ? model.name + "/" + version : model.name;
@@ -125,11 +126,12 @@ std::string ModelRepository::ModelPath(const ModelFolder& model, const std::stri
 Result<ModelFolder> ModelRepository::Read(const std::string& name, std::optional<ModelConfig> config) const {
   auto folder = FolderOf(name);
   if (!folder.ok()) return folder.status();
-  const Layout layout = Layout::Of(*folder);
+  const Layout layout = Layout::Of(*folder, ConfinedTo());
   if (!layout.linked_out.empty()) {
-    return InvalidArgument("model '" + name + "': " + layout.linked_out[0] + " is a link that resolves outside the repository");
+    return InvalidArgument("model '" + name + "': " + layout.linked_out[0] +
+                           " is a link that resolves outside the repository (--confine-links)");
   }
-  auto labels = ReadLabels(*folder, options_.root);
+  auto labels = ReadLabels(*folder, ConfinedTo());
   if (!labels.ok()) return labels.status();
   ModelFolder model{name, !layout.flat_model, {}, {}, config.has_value(), false, *labels};
   if (layout.flat_model && !layout.versions.empty()) {
@@ -142,7 +144,7 @@ Result<ModelFolder> ModelRepository::Read(const std::string& name, std::optional
   if (config) {
     model.config = *config;
   } else {
-    auto read = LoadModelConfig(*folder, options_.root);
+    auto read = LoadModelConfig(*folder, ConfinedTo());
     if (!read.ok()) return read.status();
     model.config = *read;
     std::error_code ec;
@@ -312,7 +314,7 @@ std::vector<FolderProblem> ModelRepository::Problems() {
       problems.push_back({name, model.status().message()});
       continue;
     }
-    for (const std::string& v : Layout::Of(fs::canonical(entry.path(), ec)).empty_versions) {
+    for (const std::string& v : Layout::Of(fs::canonical(entry.path(), ec), ConfinedTo()).empty_versions) {
       problems.push_back({name + "/" + v, "version folder without a model.onnx (or outside the model folder)"});
     }
   }

@@ -15,14 +15,19 @@
 // for class i) names the classes of classification results.
 //
 // Model names are confined to the repository: a name is a single path
-// component of [A-Za-z0-9._-] not starting with '.', and its folder (and each
-// version folder) must resolve inside it (no symlink escapes). No request can
-// name a path outside it. config.json and labels.txt are read confined too
-// (LoadModelConfig, LoadModelLabels in ebb/model_config.h): to the repository,
-// or for an attached model to the root its file was confined to; a link out,
-// anything but a regular file (a FIFO is refused without blocking) and a file
-// over its size limit make the folder not served, with the reason in the
-// index and in the load's error.
+// component of [A-Za-z0-9._-] not starting with '.', so no request can name a
+// path outside it. The repository's own files are the operator's: symbolic
+// links in it are followed wherever they lead (a model folder or file linked
+// into a shared store, Hugging Face's cache with its files linked into
+// ../../blobs/), as Triton follows them. With Options::confine_links
+// (`ebb serve --confine-links`) a model folder, version folder, model file,
+// config.json or labels.txt that resolves outside the repository is refused
+// instead. Attached models (below: paths a remote caller gives) are always
+// confined. config.json and labels.txt are read with LoadModelConfig /
+// LoadModelLabels (ebb/model_config.h): anything but a regular file (a FIFO is
+// refused without blocking), a file over its size limit and, where confined, a
+// link out make the folder not served, with the reason in the index and in the
+// load's error.
 //
 // Attached models: a model file anywhere under a root the caller confined it
 // to (server/core/model_path.h) can be served under a name of the same form
@@ -116,6 +121,7 @@ class ModelRepository {
     bool scan = true;            // serve the root's sub-folders as models (false: attached models only)
     bool load_on_demand = true;  // a request to a model not loaded loads it
     std::string default_device = "auto";  // for models whose config.json names none
+    bool confine_links = false;  // refuse repository files whose links lead out of `root` (see above)
     PoolOptions pool;            // memory budget, waiting, default keep-alive
     ModelPool::EventFn on_event; // loads and evictions, for metrics
   };
@@ -190,8 +196,11 @@ class ModelRepository {
  private:
   struct Layout;
   ModelRepository(Runtime& runtime, Options options);
-  // The model's folder, confined to the root. Errors: kInvalidArgument, kNotFound.
+  // The model's folder (its real path). Errors: kInvalidArgument (a bad name; with confine_links,
+  // a folder that resolves outside the root), kNotFound.
   Result<std::string> FolderOf(const std::string& name) const;
+  // The root the repository's files must resolve inside: `root` with confine_links, else "".
+  std::string ConfinedTo() const;
   // Registers the model (once, or again when `reread`), with the pool too.
   Result<ModelFolder> Register(const std::string& name, bool reread, std::optional<ModelConfig> config = std::nullopt);
   Result<ModelFolder> Read(const std::string& name, std::optional<ModelConfig> config) const;

@@ -1,4 +1,5 @@
 #include "ebb/memory_policy.h"
+#include "port/port.h"
 
 #include <fstream>
 #include <functional>
@@ -170,12 +171,13 @@ Result<MemoryPolicy> ParseMemoryPolicy(std::string_view json_text) {
                                   {"strict_device", Bool(&p.strict_device)},
                                   {"intra_op_threads", Int(&p.intra_op_threads)},
                                   {"graph_optimization", Enum(kGraphOptimization, &p.graph_optimization)},
-                                  {"optimized_model_cache", cache}}));
+                                  {"optimized_model_cache", cache},
+                                  {"max_unused_models", Int(&p.max_unused_models)}}));
   return p;
 }
 
 Result<MemoryPolicy> LoadMemoryPolicy(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(port::PathFromUtf8(path));
   if (!in) return NotFound("cannot read memory policy file '" + path + "'");
   std::stringstream text;
   text << in.rdbuf();
@@ -203,6 +205,7 @@ std::string MemoryPolicyToJson(const MemoryPolicy& p) {
        {{"enabled", p.optimized_model_cache.enabled},
         {"dir", p.optimized_model_cache.dir},
         {"max_bytes", p.optimized_model_cache.max_bytes}}},
+      {"max_unused_models", p.max_unused_models},
   };
   return j.dump(2);
 }

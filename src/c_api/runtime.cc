@@ -289,7 +289,7 @@ const char* ebb_memory_json(const ebb_memory_t* memory) { return memory ? memory
 void ebb_session_destroy(ebb_session_t* session) { delete session; }
 
 int ebb_session_same(const ebb_session_t* a, const ebb_session_t* b) {
-  return a && b && a->session.get() == b->session.get() ? 1 : 0;
+  return a && b && a->session->IsSameModel(*b->session) ? 1 : 0;
 }
 
 const char* ebb_session_name(const ebb_session_t* session) { return session ? session->session->name().c_str() : ""; }

@@ -5,6 +5,7 @@
 // decompress and compress APIs with an error manager whose error_exit longjmps
 // back instead of exiting; see JpegReadHeader for the rules kept around setjmp.
 #include "ebb/image.h"
+#include "port/port.h"
 
 #include <png.h>
 
@@ -45,7 +46,7 @@ struct FileCloser {
 using File = std::unique_ptr<std::FILE, FileCloser>;
 
 Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path) {
-  File file(std::fopen(path.c_str(), "rb"));
+  File file(port::OpenFile(path, "rb"));
   if (!file) {
     const int err = errno;
     if (err == ENOENT || err == ENOTDIR) return NotFound("image file not found: " + path);
@@ -68,8 +69,13 @@ Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path) {
 // replacing it; removes a partly written file.
 Status WriteFileBytes(const std::string& path, const char* format, const std::vector<uint8_t>& bytes) {
   const std::string context = std::string("cannot write ") + format + " file " + path + ": ";
-  File file(std::fopen(path.c_str(), "wb"));
-  if (!file) return Internal(context + std::strerror(errno));
+  File file(port::OpenFile(path, "wb"));
+  if (!file) {
+    // A path the caller gave wrong (no such folder, a folder, no permission) is the caller's error.
+    const int err = errno;
+    const bool callers = err == ENOENT || err == ENOTDIR || err == EISDIR || err == EACCES || err == EROFS;
+    return Status(callers ? StatusCode::kInvalidArgument : StatusCode::kInternal, context + std::strerror(err));
+  }
   const bool written = std::fwrite(bytes.data(), 1, bytes.size(), file.get()) == bytes.size();
   const int write_errno = errno;
   const bool closed = std::fclose(file.release()) == 0;

@@ -209,31 +209,31 @@ Result<std::vector<std::string>> ExternalDataLocations(const void* data, size_t 
 
 Result<std::string> ResolveExternalDataFile(const std::string& model_path, const std::string& location) {
   const std::string named = "external-data file '" + location + "' of model '" + model_path + "'";
-  const fs::path relative(location);
+  const fs::path relative = port::PathFromUtf8(location);
   if (relative.is_absolute()) {
     return InvalidArgument(named + ": the location is absolute; it must name a file in the model's folder");
   }
   for (const fs::path& part : relative.lexically_normal()) {
     if (part == "..") return InvalidArgument(named + ": the location leaves the model's folder");
   }
-  fs::path folder = fs::path(model_path).parent_path();
+  fs::path folder = port::PathFromUtf8(model_path).parent_path();
   if (folder.empty()) folder = ".";
   const fs::path path = folder / relative;
   std::error_code ec;
   const fs::path real_folder = fs::canonical(folder, ec);
   if (ec) return FailedPrecondition(named + ": the model's folder cannot be read (" + ec.message() + ")");
   if (!fs::exists(fs::symlink_status(path, ec)) || !fs::exists(path, ec)) {
-    return FailedPrecondition(named + " does not exist (looked for " + path.string() + ")");
+    return FailedPrecondition(named + " does not exist (looked for " + port::Utf8FromPath(path) + ")");
   }
   const fs::path real = fs::canonical(path, ec);
   if (ec) return FailedPrecondition(named + " cannot be resolved: " + ec.message());
   if (!PathInside(real_folder, real)) {
-    return InvalidArgument(named + " resolves outside the model's folder (to " + real.string() +
+    return InvalidArgument(named + " resolves outside the model's folder (to " + port::Utf8FromPath(real) +
                            "); a link out of the folder is refused");
   }
   if (!fs::is_regular_file(real, ec)) return InvalidArgument(named + " is not a regular file");
   if (fs::file_size(real, ec) == 0) return InvalidArgument(named + " is empty");
-  return path.string();
+  return port::Utf8FromPath(path);
 }
 
 Result<std::string> IdentifyModelFiles(const std::string& model_path, const FileIdentity& model_identity,
@@ -282,12 +282,12 @@ Result<ModelFiles> ReadModelFiles(const std::string& path) {
   if (!locations.ok()) return locations.status();
   ModelFiles files;
   std::error_code ec;
-  files.total_bytes = static_cast<int64_t>(std::filesystem::file_size(path, ec));
+  files.total_bytes = static_cast<int64_t>(std::filesystem::file_size(port::PathFromUtf8(path), ec));
   if (ec) return NotFound("no model file '" + path + "'");
   for (const std::string& location : *locations) {
     auto file = detail::ResolveExternalDataFile(path, location);
     if (!file.ok()) return file.status();
-    files.total_bytes += static_cast<int64_t>(std::filesystem::file_size(*file, ec));
+    files.total_bytes += static_cast<int64_t>(std::filesystem::file_size(port::PathFromUtf8(*file), ec));
     files.external_data.push_back(*file);
   }
   return files;

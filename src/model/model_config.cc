@@ -128,11 +128,15 @@ std::string ModelConfigToJson(const ModelConfig& c) {
 namespace {
 
 // The text of `<folder>/<name>` under the rules for files beside a model, or
-// nullopt when there is nothing at that path.
+// nullopt when there is nothing at that path. No root: a link is followed
+// (what it resolves to is read under the other rules).
 Result<std::optional<std::string>> ReadBesideModel(const std::string& folder, const std::string& root,
                                                     const char* name, uint64_t max_bytes) {
-  Result<std::string> text =
-      detail::ReadCheckedFile(folder + "/" + name, {.what = name, .root = root, .max_bytes = max_bytes});
+  std::string path = folder + "/" + name;
+  if (root.empty()) {
+    if (Result<std::string> real = port::RealPath(path); real.ok()) path = *real;
+  }
+  Result<std::string> text = detail::ReadCheckedFile(path, {.what = name, .root = root, .max_bytes = max_bytes});
   if (text.ok()) return std::optional<std::string>(std::move(text).value());
   if (text.status().code() == StatusCode::kNotFound) return std::optional<std::string>();
   return text.status();

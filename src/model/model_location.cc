@@ -3,21 +3,26 @@
 #include <filesystem>
 #include <system_error>
 
+#include "port/port.h"
+
 namespace ebb {
 
 Result<ModelLocation> ResolveModel(const std::string& model, const std::string& models_dir,
                                    const std::string& models_dir_origin) {
   namespace fs = std::filesystem;
+  // Paths are UTF-8 text (port::PathFromUtf8: on Windows a narrow path is read in the ANSI code page).
+  using port::PathFromUtf8;
+  using port::Utf8FromPath;
   if (model.empty()) return InvalidArgument("no model given");
   std::error_code ec;
-  fs::path folder = model;
+  fs::path folder = PathFromUtf8(model);
   if (!fs::is_directory(folder, ec)) {
-    if (fs::exists(model, ec)) {
-      if (!fs::is_regular_file(model, ec)) return InvalidArgument("model '" + model + "' is neither a file nor a folder");
-      return ModelLocation{model, "", fs::path(model).stem().string(), ModelConfig{}};
+    if (fs::exists(folder, ec)) {
+      if (!fs::is_regular_file(folder, ec)) return InvalidArgument("model '" + model + "' is neither a file nor a folder");
+      return ModelLocation{model, "", Utf8FromPath(folder.stem()), ModelConfig{}};
     }
-    const bool bare_name = !fs::path(model).has_parent_path();
-    folder = fs::path(models_dir) / model;
+    const bool bare_name = !folder.has_parent_path();
+    folder = PathFromUtf8(models_dir) / PathFromUtf8(model);
     if (!bare_name || !fs::is_directory(folder, ec)) {
       return NotFound("model '" + model + "' not found: no such model file or model folder" +
                       (bare_name ? ", and no folder '" + model + "' under " + models_dir_origin + " '" + models_dir + "'"
@@ -25,12 +30,13 @@ Result<ModelLocation> ResolveModel(const std::string& model, const std::string& 
     }
   }
   const fs::path file = folder / "model.onnx";
-  if (!fs::is_regular_file(file, ec)) return NotFound("model folder '" + folder.string() + "' has no model.onnx");
-  auto config = LoadModelConfig(folder.string(), folder.string());  // config.json confined to its folder
+  if (!fs::is_regular_file(file, ec)) return NotFound("model folder '" + Utf8FromPath(folder) + "' has no model.onnx");
+  const std::string folder_text = Utf8FromPath(folder);
+  auto config = LoadModelConfig(folder_text, folder_text);  // config.json confined to its folder
   if (!config.ok()) return config.status();
   fs::path named = fs::absolute(folder, ec).lexically_normal();
   if (!named.has_filename()) named = named.parent_path();  // "models/convnet/"
-  return ModelLocation{file.string(), folder.string(), named.filename().string(), std::move(config).value()};
+  return ModelLocation{Utf8FromPath(file), folder_text, Utf8FromPath(named.filename()), std::move(config).value()};
 }
 
 std::string DeviceFor(const std::string& requested, const ModelLocation& model) {

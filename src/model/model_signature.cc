@@ -20,6 +20,7 @@
 
 #include "onnx_types.h"
 #include "protobuf_cursor.h"
+#include "port/port.h"
 
 namespace ebb {
 namespace {
@@ -134,7 +135,7 @@ Result<ModelSignature> ReadModelSignature(const std::string& path) {
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
   if (ec) return NotFound("no model file '" + path + "'");
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(port::PathFromUtf8(path), std::ios::binary);
   if (!in) return NotFound("cannot open model file '" + path + "'");
   Cursor model(in, 0, size);
   ModelSignature signature;

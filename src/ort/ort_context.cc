@@ -135,6 +135,7 @@ void InvokeOrtRun(const OrtRun& run) {
 }
 
 Result<std::shared_ptr<RuntimeContext>> RuntimeContext::Create(const MemoryPolicy& policy) {
+  EBB_RETURN_IF_ERROR(port::CheckOrtLibrary());  // Windows: onnxruntime.dll is delay-loaded
   if (policy.trim_heap_after_release) port::KeepHeapReturnable();
   std::shared_ptr<RuntimeContext> ctx(new RuntimeContext(policy));
   if (!policy.optimized_model_cache.enabled) {

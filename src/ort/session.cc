@@ -1,6 +1,7 @@
 // The run boundary: Session::Run. See ebb/session.h for the contract.
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include "log.h"
 #include "onnx_types.h"
@@ -185,11 +186,28 @@ bool KnownOutputShapes(SessionState& s, const std::vector<Shape>& input_shapes, 
 }
 
 // Enters every arena the session allocates from; the run carries the release
-// for those on which it is alone (see ArenaGate). Returns which it carries.
-std::vector<bool> EnterArenas(SessionState& s, RunRecord* record) {
-  std::vector<bool> carried(s.gates.size());
+// for those on which it is alone (see ArenaGate): `*carried` says which, and
+// `*entries` what each gate saw as it entered. With `alone_until`: waits until
+// no run is on any of them and enters each alone (a retry after running out of
+// memory beside other runs); false, with nothing entered, when that deadline
+// passed first.
+bool EnterArenas(SessionState& s, RunRecord* record, std::vector<bool>* carried_out,
+                 std::vector<ArenaGate::Entry>* entries,
+                 std::optional<std::chrono::steady_clock::time_point> alone_until = std::nullopt) {
+  record->release_spec.clear();
+  record->release_deferred = false;
+  std::vector<bool>& carried = *carried_out;
+  carried.assign(s.gates.size(), false);
+  entries->assign(s.gates.size(), {});
   for (size_t i = 0; i < s.gates.size(); ++i) {
-    carried[i] = s.gates[i]->Enter(record->release_wanted);
+    if (!alone_until) {
+      carried[i] = s.gates[i]->Enter(record->release_wanted, &(*entries)[i]);
+    } else if (bool carry = false; s.gates[i]->EnterAlone(record->release_wanted, *alone_until, &carry)) {
+      carried[i] = carry;
+    } else {
+      for (size_t k = 0; k < i; ++k) (void)s.gates[k]->Exit(false);
+      return false;
+    }
     if (carried[i]) {
       record->release_spec += (record->release_spec.empty() ? "" : ";") + s.gates[i]->spec();
     } else if (record->release_wanted) {
@@ -197,7 +215,15 @@ std::vector<bool> EnterArenas(SessionState& s, RunRecord* record) {
     }
   }
   if (!record->release_spec.empty()) ++s.releases;
-  return carried;
+  return true;
+}
+
+// Whether another run was on one of the session's arenas while this one was.
+bool Overlapped(const SessionState& s, const std::vector<ArenaGate::Entry>& entries) {
+  for (size_t i = 0; i < s.gates.size(); ++i) {
+    if (s.gates[i]->Overlapped(entries[i])) return true;
+  }
+  return false;
 }
 
 // Leaves the arenas. A release still owed (deferred, or a region pinned by an
@@ -296,6 +322,8 @@ std::vector<std::string> Session::release_targets() const {
   return specs;
 }
 
+bool Session::IsSameModel(const Session& other) const { return other.state_ == state_; }
+
 bool Session::SharesArenaWith(const Session& other) const {
   if (other.state_ == state_) return true;
   for (const auto& mine : state_->gates) {
@@ -338,38 +366,60 @@ Result<std::vector<NamedTensor>> Session::Run(const std::vector<NamedTensor>& in
   if (Status st = detail::PrepareInputs(s, name_, inputs, &prepared); !st.ok()) return finish(st);
   if (Status st = detail::SelectOutputs(s, name_, flags.outputs, &out_index); !st.ok()) return finish(st);
 
-  const std::vector<bool> carried = detail::EnterArenas(s, &record);
-  ++s.in_flight;
-  std::vector<Tensor> results;
-  std::vector<Shape> known;
-  bool preallocate = detail::KnownOutputShapes(s, prepared.shapes, &known);
   // Outputs of a run that ends no operation are written into the buffers earlier ones gave back; a
   // releasing run's are not (they outlive the release, and their buffers go back to the OS).
   const bool reuse_buffers = !record.release_wanted;
-  Status status = detail::RunOnce(s, name_, prepared, out_index, record.release_spec, preallocate ? &known : nullptr,
-                                  reuse_buffers, &results);
-  if (!status.ok() && preallocate && status.code() != StatusCode::kResourceExhausted) {
-    // The shapes written into may be wrong: a cached one (data-dependent outputs), or one the
-    // model declares (a wrong declaration, which plain ORT runs). Run once more with ORT's
-    // outputs; if that works, stop trusting where the shapes came from, for this model.
-    const bool declared = s.static_output_shapes;
-    if (!declared) s.shape_cache_usable = false;
-    preallocate = false;
-    status = detail::RunOnce(s, name_, prepared, out_index, record.release_spec, nullptr, reuse_buffers, &results);
-    if (status.ok() && declared && s.static_output_shapes.exchange(false)) {
-      detail::LogWarning("model '" + name_ + "' declares output shapes its runs do not have; its outputs are " +
-                         "allocated by ONNX Runtime from now on");
+  std::vector<Tensor> results;
+  std::vector<bool> carried;
+  std::vector<detail::ArenaGate::Entry> entries;
+  // One run on the arenas, entered as `alone_until` says (see EnterArenas); whether it ran
+  // beside another run is left in `overlapped`.
+  bool overlapped = false;
+  auto attempt = [&](std::optional<std::chrono::steady_clock::time_point> alone_until) -> Status {
+    if (!detail::EnterArenas(s, &record, &carried, &entries, alone_until)) {
+      const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::steady_clock::now() - start).count();
+      return Unavailable("run of model '" + name_ + "': it ran out of memory beside other runs on " + s.arena_desc +
+                         " and waited " + std::to_string(waited) + " ms for them to end, to run alone; retry later");
     }
-  }
-  record.outputs_preallocated = preallocate;
-  const bool trim = detail::LeaveArenas(s, record, carried, /*outputs_pinned=*/!preallocate);
-  --s.in_flight;
-  if (record.release_wanted) detail::OutputBuffers::Drop();  // the operation ends: its kept buffers go too
-  if (trim) {
-    record.trimmed = true;
-    if (Status st = s.ctx->TrimSharedArena(); !st.ok() && status.ok()) status = st;
-  } else if (!record.release_spec.empty()) {
-    s.ctx->TrimHeap();
+    ++s.in_flight;
+    std::vector<Shape> known;
+    bool preallocate = detail::KnownOutputShapes(s, prepared.shapes, &known);
+    Status status = detail::RunOnce(s, name_, prepared, out_index, record.release_spec,
+                                    preallocate ? &known : nullptr, reuse_buffers, &results);
+    if (!status.ok() && preallocate && status.code() != StatusCode::kResourceExhausted) {
+      // The shapes written into may be wrong: a cached one (data-dependent outputs), or one the
+      // model declares (a wrong declaration, which plain ORT runs). Run once more with ORT's
+      // outputs; if that works, stop trusting where the shapes came from, for this model.
+      const bool declared = s.static_output_shapes;
+      if (!declared) s.shape_cache_usable = false;
+      preallocate = false;
+      status = detail::RunOnce(s, name_, prepared, out_index, record.release_spec, nullptr, reuse_buffers, &results);
+      if (status.ok() && declared && s.static_output_shapes.exchange(false)) {
+        detail::LogWarning("model '" + name_ + "' declares output shapes its runs do not have; its outputs are " +
+                           "allocated by ONNX Runtime from now on");
+      }
+    }
+    record.outputs_preallocated = preallocate;
+    overlapped = !alone_until && detail::Overlapped(s, entries);
+    const bool trim = detail::LeaveArenas(s, record, carried, /*outputs_pinned=*/!preallocate);
+    --s.in_flight;
+    if (record.release_wanted) detail::OutputBuffers::Drop();  // the operation ends: its kept buffers go too
+    if (trim) {
+      record.trimmed = true;
+      if (Status st = s.ctx->TrimSharedArena(); !st.ok() && status.ok()) status = st;
+    } else if (!record.release_spec.empty()) {
+      s.ctx->TrimHeap();
+    }
+    return status;
+  };
+  Status status = attempt(std::nullopt);
+  if (status.code() == StatusCode::kResourceExhausted && overlapped) {
+    // Other runs held memory of its arenas: it may fit alone. It waits for them to end (runs that
+    // arrive meanwhile wait behind it) and runs again alone; only a run that cannot fit alone
+    // fails with kResourceExhausted (and drops the session).
+    record.waited_alone = true;
+    status = attempt(flags.memory_deadline.value_or(start + kWaitForMemory));
   }
   if (idle) idle->RanOn(state_);
 

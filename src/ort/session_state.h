@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -93,8 +94,11 @@ struct SessionState {
   // The Sessions handed out under other names for this loaded model (same
   // content): one per name while it is held, so that loads under one name
   // keep returning one object (Runtime::Load).
-  std::mutex handles_mu;
+  mutable std::mutex handles_mu;
   std::map<std::string, std::weak_ptr<Session>> handles;  // guarded by handles_mu
+  // Every model file it was loaded from (copies of one content are one model):
+  // Runtime::Unload(path) drops it by any of them.
+  std::set<std::string> source_paths;  // guarded by handles_mu
 };
 
 }  // namespace ebb::detail

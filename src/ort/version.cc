@@ -56,7 +56,8 @@ ProviderSupport ReadProviderSupport() {
     support.available = {std::string("(cannot list the providers: ") + e.what() + ")"};
   }
   const std::string folder = OrtLibraryFolder();
-  support.cuda_path = folder.empty() ? port::kCudaProviderLibraryName : folder + "/" + port::kCudaProviderLibraryName;
+  support.cuda_path =
+      port::NativePath(folder.empty() ? port::kCudaProviderLibraryName : folder + "/" + port::kCudaProviderLibraryName);
   std::error_code ec;
   if (!std::filesystem::exists(port::PathFromUtf8(support.cuda_path), ec)) {
     support.cuda = ProviderSupport::CudaLibrary::kMissing;

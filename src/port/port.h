@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -238,6 +239,40 @@ class Sha256 {
   void* state_ = nullptr;
   void* extra_ = nullptr;  // the algorithm handle (Windows)
 };
+
+// ---- The command line and the console ---------------------------------------
+
+// The program's arguments as UTF-8, converted once at the edge (main): POSIX
+// passes argv through; Windows reads the UTF-16 command line
+// (GetCommandLineW, CommandLineToArgvW), since its argv is in the ANSI code
+// page and would lose every character outside it.
+std::vector<std::string> Utf8Arguments(int argc, char** argv);
+// Console output in UTF-8 (Windows: SetConsoleOutputCP(CP_UTF8); POSIX
+// terminals take the bytes as they are).
+void UseUtf8Console();
+// `text` quoted as one argument for this system's shell, to paste: sh's
+// single quotes on POSIX; on Windows cmd.exe's double quotes, with the quotes
+// and backslashes inside escaped as the C runtime reads them back.
+std::string ShellQuoted(const std::string& text);
+// The command a pasted line pipes text through to keep the lines with a word:
+// "grep" on POSIX, "findstr" on Windows.
+extern const char* const kLineFilter;
+// What to do when the CUDA provider library is missing, for `ebb --version`.
+extern const char* const kCudaProviderHint;
+// Whether ONNX Runtime's library can be loaded, before anything calls it:
+// Windows programs load onnxruntime.dll on first use (delay-loaded), and a
+// missing DLL is then this one-line error naming it; POSIX: always OK (the
+// loader refused to start a program without it, naming it).
+Status CheckOrtLibrary();
+
+// ---- Files -------------------------------------------------------------------
+
+// std::fopen of a UTF-8 path (_wfopen on Windows, whose fopen reads the ANSI
+// code page).
+std::FILE* OpenFile(const std::string& path, const char* mode);
+// The path with this system's separators ("/" and "\" mixed on Windows
+// otherwise), for messages.
+std::string NativePath(const std::string& path);
 
 // ---- Shared libraries ------------------------------------------------------
 

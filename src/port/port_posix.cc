@@ -395,6 +395,25 @@ std::string Sha256::Hex() {
 
 // ---- Shared libraries
 
+std::vector<std::string> Utf8Arguments(int argc, char** argv) { return std::vector<std::string>(argv, argv + argc); }
+
+void UseUtf8Console() {}
+
+std::string ShellQuoted(const std::string& text) {
+  std::string quoted = "'";
+  for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+const char* const kLineFilter = "grep";
+const char* const kCudaProviderHint = "`make setup GPU=1` installs it";
+
+Status CheckOrtLibrary() { return Status::Ok(); }
+
+std::FILE* OpenFile(const std::string& path, const char* mode) { return std::fopen(path.c_str(), mode); }
+
+std::string NativePath(const std::string& path) { return path; }
+
 const char* const kCudaProviderLibraryName = "libonnxruntime_providers_cuda.so";
 const char* const kNvmlLibraryName = "libnvidia-ml.so.1";
 

@@ -11,6 +11,7 @@
 #include <io.h>
 #include <malloc.h>
 #include <psapi.h>
+#include <shellapi.h>
 #include <sys/stat.h>
 
 #include <cpuid.h>
@@ -417,6 +418,68 @@ std::string Sha256::Hex() {
 
 // ---- Shared libraries
 
+std::vector<std::string> Utf8Arguments(int argc, char** argv) {
+  int count = 0;
+  wchar_t** wide = CommandLineToArgvW(GetCommandLineW(), &count);
+  if (!wide) return std::vector<std::string>(argv, argv + argc);
+  std::vector<std::string> args;
+  for (int i = 0; i < count; ++i) args.push_back(Narrow(wide[i]));
+  LocalFree(wide);
+  return args;
+}
+
+void UseUtf8Console() {
+  SetConsoleOutputCP(CP_UTF8);
+  SetConsoleCP(CP_UTF8);
+}
+
+std::string ShellQuoted(const std::string& text) {
+  std::string out = "\"";
+  for (size_t i = 0;; ++i) {
+    size_t slashes = 0;
+    while (i < text.size() && text[i] == '\\') {
+      ++i;
+      ++slashes;
+    }
+    if (i == text.size()) {
+      out.append(slashes * 2, '\\');
+      break;
+    }
+    if (text[i] == '"') {
+      out.append(slashes * 2 + 1, '\\');
+    } else {
+      out.append(slashes, '\\');
+    }
+    out += text[i];
+  }
+  return out + "\"";
+}
+
+const char* const kLineFilter = "findstr";
+const char* const kCudaProviderHint = "this Windows build's ONNX Runtime has the CPU provider only";
+
+Status CheckOrtLibrary() {
+  // The programs delay-load onnxruntime.dll (cmake/windows-deps.cmake): the loader does not refuse to
+  // start without it, and the first call into ORT would end the process without a word. Load it
+  // here, from where the delay-load helper will look (the program's folder first), and say which.
+  HMODULE ort = LoadLibraryW(L"onnxruntime.dll");
+  if (ort) return Status::Ok();  // kept loaded: the delay-load helper finds it
+  const DWORD error = GetLastError();
+  const std::string folder = Narrow(std::filesystem::path(Wide(ExecutablePath())).parent_path().wstring());
+  return FailedPrecondition("onnxruntime.dll cannot be loaded (" + ErrorText(error) +
+                            "): it belongs beside ebb.exe, in " + folder + ", as in the release zip");
+}
+
+std::FILE* OpenFile(const std::string& path, const char* mode) {
+  return _wfopen(Wide(path).c_str(), Wide(mode).c_str());
+}
+
+std::string NativePath(const std::string& path) {
+  std::string native = path;
+  std::replace(native.begin(), native.end(), '/', '\\');
+  return native;
+}
+
 const char* const kCudaProviderLibraryName = "onnxruntime_providers_cuda.dll";
 const char* const kNvmlLibraryName = "nvml.dll";
 
@@ -508,29 +571,10 @@ std::string CpuFeatures() {
 }
 
 namespace {
-// One argument quoted as CommandLineToArgvW and the CRT read it back.
+// One argument quoted as CommandLineToArgvW and the CRT read it back (ShellQuoted's rules), when it must be.
 std::wstring Quoted(const std::wstring& arg) {
   if (!arg.empty() && arg.find_first_of(L" \t\n\v\"") == std::wstring::npos) return arg;
-  std::wstring out = L"\"";
-  for (size_t i = 0;; ++i) {
-    size_t slashes = 0;
-    while (i < arg.size() && arg[i] == L'\\') {
-      ++i;
-      ++slashes;
-    }
-    if (i == arg.size()) {
-      out.append(slashes * 2, L'\\');
-      break;
-    }
-    if (arg[i] == L'"') {
-      out.append(slashes * 2 + 1, L'\\');
-      out += L'"';
-    } else {
-      out.append(slashes, L'\\');
-      out += arg[i];
-    }
-  }
-  return out + L"\"";
+  return Wide(ShellQuoted(Narrow(arg)));
 }
 }  // namespace
 

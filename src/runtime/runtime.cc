@@ -21,15 +21,16 @@ std::string DefaultName(const std::string& path) {
 }
 
 // The Session to hand out for a load under `name` from `path`: the cached one when it was loaded
-// under that name, else a Session with the caller's name and path on the same loaded model (two
-// model files with the same bytes), one per name while it is held.
+// under that name from that path, else a Session with the caller's name and path on the same
+// loaded model (two model files with the same bytes), one per name and path while it is held.
 std::shared_ptr<Session> SessionNamed(const std::shared_ptr<Session>& cached, const std::string& name,
                                       const std::string& path) {
-  if (cached->name() == name) return cached;
   detail::SessionState& s = cached->state();
   std::lock_guard<std::mutex> lock(s.handles_mu);
+  if (!path.empty()) s.source_paths.insert(path);
+  if (cached->name() == name && cached->source_path() == path) return cached;
   std::erase_if(s.handles, [](const auto& entry) { return entry.second.expired(); });
-  std::weak_ptr<Session>& slot = s.handles[name];
+  std::weak_ptr<Session>& slot = s.handles[name + '\0' + path];
   if (auto held = slot.lock()) return held;
   auto session = std::make_shared<Session>(*cached, name, path);
   slot = session;
@@ -41,8 +42,9 @@ std::string HeldNames(Session& cached) {
   std::string names = cached.name();
   detail::SessionState& s = cached.state();
   std::lock_guard<std::mutex> lock(s.handles_mu);
-  for (const auto& [name, handle] : s.handles) {
-    if (!handle.expired()) names += "+" + name;
+  for (const auto& [name_and_path, handle] : s.handles) {
+    const std::string name = name_and_path.substr(0, name_and_path.find('\0'));
+    if (!handle.expired() && ("+" + names + "+").find("+" + name + "+") == std::string::npos) names += "+" + name;
   }
   return names;
 }
@@ -113,9 +115,17 @@ Result<std::shared_ptr<Session>> Runtime::LoadSource(const detail::ModelSource& 
   spec.device = options.device;
   spec.strict_device = options.strict_device.value_or(ctx_->policy().strict_device);
   spec.model_sha256 = sha256;
-  SessionKey key{sha256, spec.device.ToString(), spec.strict_device ? "strict" : ""};
+  // A model on the CPU is one model however the CPU was asked for: "cpu", or "auto" / a lenient
+  // "cuda:N" where CUDA is known not to work (a load that falls back is re-keyed below).
+  const SessionKey cpu_key{sha256, "cpu", ""};
+  const bool falls_back = ctx_->cuda_unavailable().has_value() &&
+                          !(spec.strict_device && spec.device.kind == DeviceRequest::Kind::kCuda);
+  const SessionKey key = spec.device.kind == DeviceRequest::Kind::kCpu || falls_back
+                             ? cpu_key
+                             : SessionKey{sha256, spec.device.ToString(), spec.strict_device ? "strict" : ""};
 
   std::weak_ptr<SessionCache> weak_cache = cache_;
+  bool loaded = false;
   Result<std::shared_ptr<Session>> cached = cache_->GetOrLoad(key, [&]() -> Result<std::shared_ptr<Session>> {
     auto state = detail::BuildSession(ctx_, source, spec);
     // A load leaves transient heap (ORT's parse and optimization) that only
@@ -124,20 +134,33 @@ Result<std::shared_ptr<Session>> Runtime::LoadSource(const detail::ModelSource& 
     ctx_->TrimHeap(/*force=*/true);
     if (!state.ok()) return state.status();
     auto session = std::make_shared<Session>(std::move(state).value());
-    // A session that ran out of memory leaves the cache; the next Load builds it afresh.
-    session->state().on_exhausted = [weak_cache, key, raw = session.get()](const std::string& name) {
-      if (auto cache = weak_cache.lock(); cache && cache->EraseIfSame(key, raw)) {
+    // A session that ran out of memory leaves the cache (under whichever key it is cached); the
+    // next Load builds it afresh.
+    session->state().on_exhausted = [weak_cache, state = &session->state()](const std::string& name) {
+      auto cache = weak_cache.lock();
+      if (cache && cache->EraseIf([state](const SessionKey&, const Session& s) { return &s.state() == state; })) {
         detail::LogWarning("dropped session '" + name + "' after it ran out of memory");
       }
     };
     return session;
-  });
+  }, &loaded);
   if (!cached.ok()) return cached.status();
-  return SessionNamed(*cached, spec.name, path);
+  if (loaded && key != cpu_key && (*cached)->device().kind == DeviceKind::kCpu) {
+    // It fell back to the CPU: cached as the CPU model (a CPU load of it meanwhile wins).
+    if (cache_->EraseIfSame(key, cached->get())) cached = cache_->Insert(cpu_key, *cached);
+  }
+  std::shared_ptr<Session> handle = SessionNamed(*cached, spec.name, path);
+  cache_->DropUnused(static_cast<size_t>(ctx_->policy().max_unused_models));
+  return handle;
 }
 
 size_t Runtime::Unload(const std::string& model_path) {
-  return cache_->EraseIf([&](const SessionKey&, const Session& s) { return s.source_path() == model_path; });
+  // By any file the model was loaded from: copies of one content are one model.
+  return cache_->EraseIf([&](const SessionKey&, const Session& s) {
+    const detail::SessionState& state = s.state();
+    std::lock_guard<std::mutex> lock(state.handles_mu);
+    return state.source_paths.count(model_path) > 0;
+  });
 }
 
 bool Runtime::Unload(const Session& session) {
@@ -147,6 +170,7 @@ bool Runtime::Unload(const Session& session) {
 void Runtime::Clear() { cache_->Clear(); }
 
 Status Runtime::Trim() {
+  cache_->DropUnused(static_cast<size_t>(ctx_->policy().max_unused_models));
   for (auto& [key, session] : cache_->Entries()) {
     for (auto& gate : session->state().gates) {
       if (!gate->can_trim()) (void)gate->TrimNowOrDefer();  // released by its next lone run

@@ -1,5 +1,7 @@
 #include "ebb/session_cache.h"
 
+#include <algorithm>
+
 #include "ebb/session.h"
 
 namespace ebb {
@@ -8,15 +10,17 @@ std::string SessionKey::ToString() const {
   return content_sha256.substr(0, 12) + "@" + device + (options.empty() ? "" : "/" + options);
 }
 
+std::shared_ptr<SessionCache::Slot> SessionCache::HandOut(const SessionKey& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& entry = slots_[key];
+  if (!entry) entry = std::make_shared<Slot>();
+  entry->last_handed_out = ++use_clock_;
+  return entry;
+}
+
 Result<std::shared_ptr<Session>> SessionCache::GetOrLoad(const SessionKey& key, const Loader& loader, bool* loaded) {
   if (loaded) *loaded = false;
-  std::shared_ptr<Slot> slot;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto& entry = slots_[key];
-    if (!entry) entry = std::make_shared<Slot>();
-    slot = entry;
-  }
+  const std::shared_ptr<Slot> slot = HandOut(key);
   std::lock_guard<std::mutex> load_lock(slot->load_mu);
   if (slot->session) return slot->session;
 
@@ -46,6 +50,43 @@ std::shared_ptr<Session> SessionCache::Find(const SessionKey& key) const {
   }
   std::lock_guard<std::mutex> load_lock(slot->load_mu);
   return slot->session;
+}
+
+std::shared_ptr<Session> SessionCache::Insert(const SessionKey& key, std::shared_ptr<Session> session) {
+  const std::shared_ptr<Slot> slot = HandOut(key);
+  std::lock_guard<std::mutex> load_lock(slot->load_mu);
+  if (!slot->session) slot->session = std::move(session);
+  return slot->session;
+}
+
+size_t SessionCache::DropUnused(size_t keep) {
+  std::vector<std::shared_ptr<Session>> dropped;  // destroyed after the locks are let go
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // try_lock: a slot whose key is loading (its load_mu held, mu_ taken after it) is in use anyway.
+    std::vector<std::pair<uint64_t, decltype(slots_)::iterator>> unused;
+    for (auto it = slots_.begin(); it != slots_.end(); ++it) {
+      Slot& slot = *it->second;
+      std::unique_lock<std::mutex> load_lock(slot.load_mu, std::try_to_lock);
+      // Held by nobody else: neither this Session nor the loaded model (other names' handles share it).
+      if (load_lock.owns_lock() && slot.session && slot.session.use_count() == 1 &&
+          slot.session->state_.use_count() == 1) {
+        unused.emplace_back(slot.last_handed_out, it);
+      }
+    }
+    if (unused.size() <= keep) return 0;
+    std::sort(unused.begin(), unused.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    unused.resize(unused.size() - keep);
+    for (auto& [clock, it] : unused) {
+      Slot& slot = *it->second;
+      std::unique_lock<std::mutex> load_lock(slot.load_mu, std::try_to_lock);
+      if (!load_lock.owns_lock() || slot.session.use_count() != 1) continue;  // handed out meanwhile
+      dropped.push_back(std::move(slot.session));
+      load_lock.unlock();
+      slots_.erase(it);
+    }
+  }
+  return dropped.size();
 }
 
 bool SessionCache::Erase(const SessionKey& key) {

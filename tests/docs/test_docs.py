@@ -185,7 +185,7 @@ def test_long_pages_start_with_a_table_of_contents():
 
 def test_the_readme_is_a_front_page():
     lines = README.split("\n")
-    assert len(lines) <= 320, f"README.md has {len(lines)} lines"
+    assert len(lines) <= 301, f"README.md has {len(lines) - 1} lines (at most 300: move detail into docs/)"
     first_screen = "\n".join(lines[:60])
     for way in ["#http-curl", "#grpc", "#python-in-process", "#c-with-cmake", "#c)", "#java", "#blender", "#windows"]:
         assert way in first_screen, f"{way} is not reachable from the README's first screen"

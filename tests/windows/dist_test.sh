@@ -35,6 +35,36 @@ cmp "$work/out_windows.png" "$work/out_linux.png" ||
   { echo "dist_test: the Windows build's output differs from the Linux build's"; exit 1; }
 echo "dist_test: ebb.exe run: $(stat -c %s "$work/out_windows.png") bytes, identical to the Linux build's"
 
+# 1b. Arguments outside the ANSI code page (issue 34): a model folder and images named in Chinese and
+# Japanese, with an accented folder, read as UTF-16 and converted once to UTF-8: the same bytes again.
+mkdir -p "$work/モデル é" "$work/写真"
+cp -r "$dist/models/waifu2x_scale2x" "$work/モデル é/超解像"
+cp "$work/in.png" "$work/写真/宇宙飛行士.png"
+(cd "$work" && "$WINE" "$dist/ebb.exe" run "モデル é/超解像" -i "写真/宇宙飛行士.png" -o "写真/出力_2x.png") \
+  > "$work/cjk.log" 2>&1 || { cat "$work/cjk.log"; echo "dist_test: ebb.exe run with CJK names failed"; exit 1; }
+cmp "$work/写真/出力_2x.png" "$work/out_linux.png" ||
+  { echo "dist_test: the output under a CJK name differs from the Linux build's"; exit 1; }
+grep -q "写真/宇宙飛行士.png -> 写真/出力_2x.png" "$work/cjk.log" ||
+  { cat "$work/cjk.log"; echo "dist_test: the names were not printed back in UTF-8"; exit 1; }
+echo "dist_test: ebb.exe run with CJK model folder and image names: identical to the Linux build's"
+
+# 1c. Without onnxruntime.dll beside it (issue 34): one line naming the DLL, not a silent exit.
+mkdir "$work/no_ort"
+cp "$dist/ebb.exe" "$dist/ebb.dll" "$work/no_ort/"
+set +e
+(cd "$work/no_ort" && "$WINE" ebb.exe --version) > "$work/no_ort.log" 2>&1
+code=$?
+set -e
+[ "$code" = 1 ] && grep -q "ebb: error: .*onnxruntime.dll cannot be loaded" "$work/no_ort.log" ||
+  { cat "$work/no_ort.log"; echo "dist_test: without onnxruntime.dll: exit $code, not the one-line error"; exit 1; }
+echo "dist_test: without onnxruntime.dll: $(head -1 "$work/no_ort.log")"
+
+# 1d. Windows hints (issue 34): --version names the DLL with Windows separators and no `make setup`.
+(cd "$dist" && "$WINE" ebb.exe --version) > "$work/version.log" 2> /dev/null
+grep -q 'onnxruntime_providers_cuda.dll; this Windows build' "$work/version.log" &&
+  ! grep -q 'make setup\|/onnxruntime_providers_cuda' "$work/version.log" ||
+  { cat "$work/version.log"; echo "dist_test: --version's CUDA line is not Windows'"; exit 1; }
+
 # 2. ebb.exe serve answers an inference over HTTP from this (Linux) side.
 (cd "$dist" && exec "$WINE" ebb.exe serve --repository models --port 0 --no-load) > "$work/serve.log" 2>&1 &
 server=$!
@@ -47,6 +77,10 @@ for _ in $(seq 1 600); do
 done
 [ -n "$url" ] || { cat "$work/serve.log"; echo "dist_test: ebb.exe serve printed no URL"; exit 1; }
 grep -q "HTTP only" "$work/serve.log" || { cat "$work/serve.log"; echo "dist_test: no HTTP-only notice"; exit 1; }
+# The start-up hint pastes into cmd.exe: double quotes, no sh single quotes, findstr for grep.
+grep -q 'curl -s .* -H "Content-Type: application/json" -d "{\\"inputs\\":' "$work/serve.log" &&
+  grep -q '| findstr ebb_arena' "$work/serve.log" ||
+  { cat "$work/serve.log"; echo "dist_test: the start-up hint is not cmd.exe's"; exit 1; }
 data=$(seq -s, 1 64)  # tiny: x FP32 [1, 64]
 reply=$(curl -sf -X POST "$url/v2/models/tiny/infer" -H 'Content-Type: application/json' \
   -d "{\"inputs\":[{\"name\":\"x\",\"shape\":[1,64],\"datatype\":\"FP32\",\"data\":[$data]}]}") ||

@@ -208,13 +208,27 @@ class EBB_OT_upscale_sequence(_Upscale, bpy.types.Operator):
     def gather(self, context):
         image = _image(self.image)
         files = pixels.sequence_files(image, self.frame_start, self.frame_end)
+        out_dir = self.output_folder(files)
         frames = [pixels.read_file(path) for _, path in files]
-        return frames, (image.name, files, frames)
+        return frames, (image.name, files, frames, out_dir)
+
+    def output_folder(self, files) -> str:
+        """The output folder, checked before any work: 'upscaled' beside the frames by default; a path
+        relative to the .blend file ('//up') needs a saved .blend, and a path relative to nothing else
+        (it would land in Blender's working folder) is refused."""
+        if not self.directory:
+            return os.path.join(os.path.dirname(files[0][1]), "upscaled")
+        if self.directory.startswith("//") and not bpy.data.filepath:
+            raise AddonError(f"output folder '{self.directory}' is relative to the .blend file, which is not "
+                             "saved yet: save it first, or give an absolute folder")
+        out_dir = bpy.path.abspath(self.directory)
+        if not os.path.isabs(out_dir):
+            raise AddonError(f"output folder '{self.directory}' is relative: give an absolute folder, or one "
+                             "relative to the saved .blend file ('//up')")
+        return out_dir
 
     def store(self, context, meta, results):
-        name, files, frames = meta
-        out_dir = bpy.path.abspath(self.directory) if self.directory else \
-            os.path.join(os.path.dirname(files[0][1]), "upscaled")
+        name, files, frames, out_dir = meta
         os.makedirs(out_dir, exist_ok=True)
         written = []
         for (_, path), frame, result in zip(files, frames, results):

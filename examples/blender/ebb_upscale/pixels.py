@@ -68,11 +68,12 @@ def result_pixels(frame: Frame, result: np.ndarray) -> np.ndarray:
 
 
 def write(name: str, frame: Frame, result: np.ndarray) -> "bpy.types.Image":
-    """The result as the generated image `name` (the one of an earlier run is reused, resized)."""
+    """The result as the image `name`: the one of an earlier run is reused, resized, also once it was
+    saved (Blender then made it a FILE image: its pixels are replaced, and it is marked modified)."""
     px = result_pixels(frame, result)
     height, width = px.shape[:2]
     image = bpy.data.images.get(name)
-    if image is None or image.source != 'GENERATED' or image.is_float != frame.is_float:
+    if image is None or image.source not in ('GENERATED', 'FILE') or image.is_float != frame.is_float:
         image = bpy.data.images.new(name, width, height, alpha=frame.alpha is not None, float_buffer=frame.is_float)
     elif tuple(image.size) != (width, height):
         image.scale(width, height)
@@ -86,8 +87,9 @@ def write(name: str, frame: Frame, result: np.ndarray) -> "bpy.types.Image":
 
 def sequence_files(image: "bpy.types.Image", frame_start: int, frame_end: int) -> list:
     """[(frame number, path)] of an image sequence, as Blender numbers its files: the last run of digits
-    in the file name, zero-padded to its width. frame_end < frame_start: the image's own frames (from
-    the number in its file name, image.frame_duration of them)."""
+    in the file name, zero-padded to its width. frame_end < frame_start: every file of the sequence, the
+    files in its folder named as its own with another frame number, counted on disk (Blender's
+    image.frame_duration is 1 for a sequence opened from Python or found by sequence detection)."""
     if image.source != 'SEQUENCE':
         raise AddonError(f"image '{image.name}' is not an image sequence (its source is {image.source})")
     path = bpy.path.abspath(image.filepath, library=image.library)
@@ -98,8 +100,10 @@ def sequence_files(image: "bpy.types.Image", frame_start: int, frame_end: int) -
         raise AddonError(f"image sequence '{image.name}': no frame number in its file name '{base}'")
     head, digits, tail = stem[:match.start()], match.group(1), stem[match.end():]
     if frame_end < frame_start:
-        frame_start = int(digits)
-        frame_end = frame_start + max(image.frame_duration, 1) - 1
+        pattern = re.compile(re.escape(head) + r"(\d+)" + re.escape(tail + ext) + "$")
+        numbers = sorted(int(m.group(1)) for m in map(pattern.match, os.listdir(folder or "."))
+                         if m and f"{int(m.group(1)):0{len(digits)}d}" == m.group(1))
+        frame_start, frame_end = (numbers[0], numbers[-1]) if numbers else (int(digits), int(digits))
     files = []
     for number in range(frame_start, frame_end + 1):
         file = os.path.join(folder, f"{head}{number:0{len(digits)}d}{tail}{ext}")

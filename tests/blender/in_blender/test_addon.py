@@ -4,6 +4,7 @@ import gc
 
 import bpy
 import numpy as np
+import pytest
 
 from conftest import MiB, RssSampler, ebb_run, image_bytes, make_image, rss, shared_arena
 
@@ -98,6 +99,60 @@ def test_upscale_sequence_is_one_operation_released_once(engine, tmp_path):
     sequence = bpy.data.images[f"{image.name}_2x"]
     assert sequence.source == 'SEQUENCE'
     assert bpy.path.abspath(sequence.filepath) == str(out / "shot_0002.png")
+
+
+def test_a_second_upscale_after_the_result_was_saved_reuses_it(engine, tmp_path):
+    # Issue 34: once the result was saved (Blender makes it a FILE image), the next upscale wrote
+    # 'photo.png_2x.001' beside it instead of reusing 'photo.png_2x'.
+    make_image("photo.png", 64, 48, seed=5)
+    assert bpy.ops.ebb.upscale_image(image="photo.png") == {'FINISHED'}
+    result = bpy.data.images["photo.png_2x"]
+    result.filepath_raw = str(tmp_path / "photo_2x.png")
+    result.file_format = 'PNG'
+    result.save()
+    assert result.source == 'FILE'
+    bpy.data.images.remove(bpy.data.images["photo.png"])
+    got = make_image("photo.png", 64, 48, seed=6)  # new pixels under the same name
+    assert bpy.ops.ebb.upscale_image(image="photo.png") == {'FINISHED'}
+    assert [i.name for i in bpy.data.images if i.name.startswith("photo.png_2x")] == ["photo.png_2x"]
+    assert bpy.data.images["photo.png_2x"].is_dirty  # the new pixels, not yet saved over the file
+    assert np.array_equal(image_bytes(bpy.data.images["photo.png_2x"])[..., :3], ebb_run(tmp_path, got, "photo6"))
+
+
+def write_sequence(folder, numbers, seed=20):
+    import ebb
+    folder.mkdir()
+    for n in numbers:
+        ebb.write_png(folder / f"shot_{n:04d}.png",
+                      np.random.default_rng(seed + n).integers(0, 256, (40, 56, 3), dtype=np.uint8))
+
+
+def test_the_default_frame_range_is_every_file_of_the_sequence(engine, tmp_path):
+    # Issue 34: a sequence opened from Python (or found by sequence detection) has frame_duration 1,
+    # and the default range upscaled 1 of its 5 frames.
+    write_sequence(tmp_path / "seq", range(3, 8))
+    (tmp_path / "seq" / "shot_03.png").write_bytes(b"")      # another width: not a frame of it
+    (tmp_path / "seq" / "other_0009.png").write_bytes(b"")   # another name
+    image = bpy.data.images.load(str(tmp_path / "seq" / "shot_0003.png"), check_existing=False)
+    image.source = 'SEQUENCE'
+    assert image.frame_duration == 1  # what the add-on used to take
+    out = tmp_path / "out"
+    assert bpy.ops.ebb.upscale_sequence(image=image.name, directory=str(out)) == {'FINISHED'}
+    assert sorted(p.name for p in out.iterdir()) == [f"shot_{n:04d}.png" for n in range(3, 8)]
+
+
+def test_an_output_folder_relative_to_an_unsaved_blend_file_is_refused_before_any_work(engine, tmp_path):
+    # Issue 34: the docs' directory="//up" in an unsaved file wrote under Blender's working folder.
+    write_sequence(tmp_path / "seq", range(1, 3))
+    image = bpy.data.images.load(str(tmp_path / "seq" / "shot_0001.png"), check_existing=False)
+    image.source = 'SEQUENCE'
+    assert not bpy.data.filepath
+    runs = engine.model("").session.run_count
+    for directory, says in [("//up", "is relative to the .blend file, which is not saved yet"),
+                            ("up", "is relative: give an absolute folder")]:
+        with pytest.raises(RuntimeError, match=says):
+            bpy.ops.ebb.upscale_sequence(image=image.name, directory=directory)
+    assert engine.model("").session.run_count == runs  # refused before any run: nothing written
 
 
 class Layout:

@@ -48,10 +48,12 @@ public final class Tensor extends NativeObject {
    * limit are the tensor's, in row-major order: there must be exactly as many as the shape has,
    * and the buffer must use the native byte order. A ByteBuffer gives the type explicitly; the
    * typed buffers imply theirs (FloatBuffer FLOAT32, DoubleBuffer FLOAT64, LongBuffer INT64,
-   * IntBuffer INT32, ShortBuffer INT16).
+   * IntBuffer INT32, ShortBuffer INT16). A typed buffer that cannot be read in place (a heap
+   * buffer such as {@code FloatBuffer.wrap(array)}, or one in the other byte order) is copied once
+   * into native memory, as ORT-Java does.
    *
-   * @throws InvalidArgumentException a heap buffer, another byte order, another element count, or
-   *     memory not aligned for the type
+   * @throws InvalidArgumentException a heap ByteBuffer or one in the other byte order (its type is
+   *     not the buffer's: use fromArray), another element count, or memory not aligned for the type
    */
   public static Tensor fromBuffer(ByteBuffer data, DataType type, long... shape) {
     if (!data.isDirect()) throw new InvalidArgumentException("a heap ByteBuffer cannot be read in place; use fromArray");
@@ -128,11 +130,21 @@ public final class Tensor extends NativeObject {
   }
 
   private static Tensor typed(Buffer data, DataType type, ByteOrder order, long[] shape) {
-    if (!data.isDirect()) throw new InvalidArgumentException("a heap buffer cannot be read in place; use fromArray");
-    if (order != ByteOrder.nativeOrder()) {
-      throw new InvalidArgumentException("the buffer must be in the native byte order (ByteOrder.nativeOrder())");
-    }
+    // As ORT-Java does: a heap buffer (FloatBuffer.wrap(array)) or one in the other byte order cannot
+    // be read in place, so its elements are copied once into a direct buffer in the native order.
+    if (!data.isDirect() || order != ByteOrder.nativeOrder()) data = directCopy(data, type);
     return borrow(type, shape, data, (long) data.position() * type.size(), (long) data.remaining() * type.size());
+  }
+
+  /** The elements of `data` from its position to its limit, in a new direct buffer in the native order. */
+  private static Buffer directCopy(Buffer data, DataType type) {
+    ByteBuffer bytes = ByteBuffer.allocateDirect(data.remaining() * type.size()).order(ByteOrder.nativeOrder());
+    if (data instanceof FloatBuffer f) return bytes.asFloatBuffer().put(f.duplicate()).flip();
+    if (data instanceof DoubleBuffer d) return bytes.asDoubleBuffer().put(d.duplicate()).flip();
+    if (data instanceof LongBuffer l) return bytes.asLongBuffer().put(l.duplicate()).flip();
+    if (data instanceof IntBuffer i) return bytes.asIntBuffer().put(i.duplicate()).flip();
+    if (data instanceof ShortBuffer s) return bytes.asShortBuffer().put(s.duplicate()).flip();
+    throw new IllegalArgumentException("no copy for " + data.getClass());
   }
 
   private static Tensor borrow(DataType type, long[] shape, Buffer data, long offset, long bytes) {

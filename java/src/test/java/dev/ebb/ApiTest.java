@@ -8,6 +8,8 @@ import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -126,12 +128,71 @@ class ApiTest {
         assertEquals(before[7], view.get(7));
       }
     }
-    // Not a direct buffer, another byte order, another element count.
-    assertThrows(InvalidArgumentException.class, () -> Tensor.fromBuffer(FloatBuffer.allocate(n), 1, 3, 32, 32));
+    // Another element count, a shape that does not fit.
     assertThrows(InvalidArgumentException.class,
                  () -> Tensor.fromBuffer(TestModels.directFloats(n - 1, 0), 1, 3, 32, 32));
     assertThrows(InvalidArgumentException.class, () -> Tensor.fromArray(new float[5], 2, 3));
     assertThrows(InvalidArgumentException.class, () -> Tensor.fromArray(new float[6], 2, -3));
+  }
+
+  /**
+   * As ORT-Java does, a typed buffer that cannot be read in place is copied: a heap buffer
+   * (FloatBuffer.wrap(array), here from a position past its start) and a direct one in the other byte
+   * order run as the same values from an array do; a heap ByteBuffer (no element type) is refused.
+   */
+  @Test
+  void heapAndForeignOrderBuffersAreCopied() {
+    int n = 3 * 32 * 32;
+    float[] array = TestModels.floats(n, 9);
+    float[] padded = new float[n + 2];
+    System.arraycopy(array, 0, padded, 2, n);
+    FloatBuffer heap = FloatBuffer.wrap(padded);
+    heap.position(2);
+    ByteOrder other = ByteOrder.nativeOrder() == ByteOrder.BIG_ENDIAN ? ByteOrder.LITTLE_ENDIAN : ByteOrder.BIG_ENDIAN;
+    FloatBuffer foreign = ByteBuffer.allocateDirect(4 * n).order(other).asFloatBuffer();
+    foreign.put(array).flip();
+    try (Tensor expected = Tensor.fromArray(array, 1, 3, 32, 32); Tensor fromHeap = Tensor.fromBuffer(heap, 1, 3, 32, 32);
+         Tensor fromOther = Tensor.fromBuffer(foreign, 1, 3, 32, 32);
+         Outputs e = convnet.run(Map.of("x", expected)); Outputs h = convnet.run(Map.of("x", fromHeap));
+         Outputs o = convnet.run(Map.of("x", fromOther))) {
+      assertArrayEquals(e.get("y").toFloatArray(), h.get("y").toFloatArray());
+      assertArrayEquals(e.get("y").toFloatArray(), o.get("y").toFloatArray());
+      padded[2] = 100f;  // a copy: what the array holds after the tensor was made does not run
+      try (Outputs again = convnet.run(Map.of("x", fromHeap))) {
+        assertArrayEquals(e.get("y").toFloatArray(), again.get("y").toFloatArray());
+      }
+    }
+    assertEquals(2, heap.position(), "the caller's buffer moved");
+    assertThrows(InvalidArgumentException.class,
+                 () -> Tensor.fromBuffer(ByteBuffer.allocate(4 * n), DataType.FLOAT32, 1, 3, 32, 32));
+  }
+
+  /**
+   * Issue 34: copies of one model (the same bytes at two paths) are one model in every call:
+   * isSameModel, unload by either path, and load(p) / load(p, device("cpu")) on this CPU-only machine.
+   */
+  @Test
+  void copiesOfOneModelAreOneModelInEveryCall() throws Exception {
+    Path dir = Files.createTempDirectory("ebb-java-copies");
+    Path p = dir.resolve("p.onnx"), q = dir.resolve("q.onnx");
+    Files.copy(Path.of(TestModels.model("mixed")), p);
+    Files.copy(Path.of(TestModels.model("mixed")), q);
+    runtime.unload(TestModels.model("mixed"));
+    long loads = runtime.loadCount();
+    try (Session first = runtime.load(p.toString());
+         Session onCpu = runtime.load(p.toString(), new LoadOptions().device("cpu"));
+         Session copy = runtime.load(q.toString(), new LoadOptions().device("cpu"))) {
+      if (!first.device().equals("cpu")) return;  // CUDA works here: auto is not the CPU
+      assertEquals(loads + 1, runtime.loadCount(), "auto, cpu and a copy: one load");
+      assertTrue(first.isSameModel(copy));
+      assertTrue(onCpu.isSameModel(copy));
+      assertEquals(1, runtime.unload(q.toString()), "unloaded by the copy's path");
+      assertEquals(0, runtime.unload(p.toString()));
+    } finally {
+      Files.delete(p);
+      Files.delete(q);
+      Files.delete(dir);
+    }
   }
 
   /** try-with-resources: the planned last run, or close(), gives the arena back to its after-load value. */
