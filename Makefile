@@ -9,7 +9,7 @@ HOST  ?= 127.0.0.1
 PORT  ?= 8000
 GRPC_PORT ?= 8001
 
-.PHONY: setup build test run demo bench java-bench clean asan tsan fuzz fuzz-smoke soak soak-smoke gpu-bundle windows windows-test windows-dist windows-dist-test
+.PHONY: setup build test run demo bench wheel java-bench clean asan tsan fuzz fuzz-smoke soak soak-smoke gpu-bundle windows windows-test windows-dist windows-dist-test
 
 setup:
 	GPU=$(GPU) bash scripts/setup.sh
@@ -22,6 +22,15 @@ build: setup $(BUILD)/CMakeCache.txt
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j 1
+
+# The Python package's wheel for Linux x86_64, for every CPython 3 (py3-none-linux_x86_64: ctypes over
+# libebb.so.1, ONNX Runtime's library inside; no CUDA provider unless WHEEL_CUDA=1):
+# $(BUILD)/python/dist/ebb-<version>-py3-none-linux_x86_64.whl (python/build_wheel.py; docs/python.md).
+WHEEL_CUDA ?= 0
+wheel: setup $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS) --target ebb_wheel
+	if [ "$(WHEEL_CUDA)" = 1 ]; then /usr/bin/python3 python/build_wheel.py --platform linux_x86_64 --cuda \
+	  --out $(BUILD)/python/dist-cuda --c-api-lib-dir $(BUILD)/python/stage/lib; fi
 
 # The main job: the inference server on the bundled model folder.
 run: build
