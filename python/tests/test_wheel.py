@@ -37,7 +37,7 @@ print(sys.version_info[:2], "numpy" if numpy else "buffers", shape, round(sum(va
 def _wheel() -> pathlib.Path:
     wheels = sorted(WHEEL_DIR.glob("ebb-*-py3-none-linux_x86_64.whl"))
     assert wheels, f"no wheel in {WHEEL_DIR}: build the target ebb_wheel (make wheel)"
-    return wheels[-1]
+    return wheels[-1].resolve()
 
 
 def _interpreter(version: str) -> str:
