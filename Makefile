@@ -119,11 +119,14 @@ windows: setup
 windows-test: windows
 	cd $(WINDOWS_BUILD) && ctest --output-on-failure -j 1
 
-# The Windows release archive: build-windows/ebb-<version>-windows-x64.zip (scripts/windows-dist.sh), and
-# its test from an empty folder under Wine against the Linux build (tests/windows/dist_test.sh).
+# The Windows release archive: build-windows/ebb-<version>-windows-x64.zip and the Python wheel
+# build-windows/ebb-<version>-py3-none-win_amd64.whl (scripts/windows-dist.sh), and their tests: the archive
+# from an empty folder under Wine against the Linux build (tests/windows/dist_test.sh), the wheel's contents
+# and the library name its Python files load (tests/windows/wheel_test.py).
 EBB_VERSION := $(shell grep -m1 -o 'ebb VERSION [0-9.]*' CMakeLists.txt | cut -d' ' -f3)
 windows-dist: windows
 	bash scripts/windows-dist.sh $(WINDOWS_BUILD) $(EBB_VERSION)
 
 windows-dist-test: windows-dist build
 	bash tests/windows/dist_test.sh $(WINDOWS_BUILD)/ebb-$(EBB_VERSION)-windows-x64.zip $(BUILD)/ebb $(CURDIR)
+	/usr/bin/python3 tests/windows/wheel_test.py $(WINDOWS_BUILD)/ebb-$(EBB_VERSION)-py3-none-win_amd64.whl $(WINDOWS_BUILD)
