@@ -108,7 +108,7 @@ out, the model is not evicted. Use it as a context manager, or call release().""
         h, self._h = self._h, None
         if h:
             self._session = None
-            lib.ebb_lease_destroy(h)  # a keep_alive of 0 unloads the model here (GIL released)
+            _drop(lib.ebb_lease_destroy, h)  # a keep_alive of 0 unloads the model here (GIL released)
 
     def __enter__(self) -> "Lease":
         return self
@@ -224,7 +224,7 @@ The pool keeps its Runtime alive, and a Lease its pool."""
     def _close(self) -> None:
         h, self._h = self._h, None
         if h:
-            lib.ebb_pool_destroy(h)
+            _drop(lib.ebb_pool_destroy, h)
 
     def __del__(self):
         if lib is not None and getattr(self, "_h", None):
@@ -345,12 +345,29 @@ model was measured."""
         return self._runtime
 
 
+_IN_EVENT = threading.local()  # set while a pool's thread delivers an event to Python
+
+
+def _drop(destroy, handle: int) -> None:
+    """Destroys a pool or lease handle; on a pool's own thread (the last reference to a pool or lease went
+    inside on_event) from another thread instead, since the pool's end joins the thread delivering."""
+    if getattr(_IN_EVENT, "active", False):
+        threading.Thread(target=destroy, args=(handle,), daemon=True).start()
+    else:
+        destroy(handle)
+
+
 def _deliverer(pool_ref):
     # A weak reference: the pool's callback must not keep the pool alive.
     def deliver(_user, e):
-        pool = pool_ref()
-        if pool is not None:
-            pool._deliver(e)
+        _IN_EVENT.active = True
+        try:
+            pool = pool_ref()
+            if pool is not None:
+                pool._deliver(e)
+            del pool
+        finally:
+            _IN_EVENT.active = False
     return deliver
 
 
