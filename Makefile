@@ -48,7 +48,7 @@ bench: build
 	$(BUILD)/ebb bench modelmesh --json
 	$(BUILD)/ebb bench concurrency --json
 	$(BUILD)/ebb bench stream --json
-	PYTHONPATH=$(BUILD)/python /usr/bin/python3 python/bench/bench_python.py --json
+	EBB_BUILD_DIR=$(BUILD) PYTHONPATH=$(BUILD)/python /usr/bin/python3 python/bench/bench_python.py --json
 
 # The Java binding's cost over the C++ run boundary (goal <= 1.05) and the 50-session arena figures,
 # as JSON with its goals (java/src/bench/java/dev/ebb/bench/JavaBench.java).
