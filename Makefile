@@ -9,7 +9,7 @@ HOST  ?= 127.0.0.1
 PORT  ?= 8000
 GRPC_PORT ?= 8001
 
-.PHONY: setup build test run demo bench java-bench clean asan tsan fuzz fuzz-smoke soak soak-smoke gpu-bundle windows windows-test windows-dist windows-dist-test
+.PHONY: setup build test run demo bench wheel java-bench clean asan tsan fuzz fuzz-smoke soak soak-smoke gpu-bundle windows windows-test windows-dist windows-dist-test
 
 setup:
 	GPU=$(GPU) bash scripts/setup.sh
@@ -22,6 +22,15 @@ build: setup $(BUILD)/CMakeCache.txt
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j 1
+
+# The Python package's wheel for Linux x86_64, for every CPython 3 (py3-none-linux_x86_64: ctypes over
+# libebb.so.1, ONNX Runtime's library inside; no CUDA provider unless WHEEL_CUDA=1):
+# $(BUILD)/python/dist/ebb-<version>-py3-none-linux_x86_64.whl (python/build_wheel.py; docs/python.md).
+WHEEL_CUDA ?= 0
+wheel: setup $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS) --target ebb_wheel
+	if [ "$(WHEEL_CUDA)" = 1 ]; then /usr/bin/python3 python/build_wheel.py --platform linux_x86_64 --cuda \
+	  --out $(BUILD)/python/dist-cuda --c-api-lib-dir $(BUILD)/python/stage/lib; fi
 
 # The main job: the inference server on the bundled model folder.
 run: build
@@ -39,7 +48,7 @@ bench: build
 	$(BUILD)/ebb bench modelmesh --json
 	$(BUILD)/ebb bench concurrency --json
 	$(BUILD)/ebb bench stream --json
-	PYTHONPATH=$(BUILD)/python /usr/bin/python3 python/bench/bench_python.py --json
+	EBB_BUILD_DIR=$(BUILD) PYTHONPATH=$(BUILD)/python /usr/bin/python3 python/bench/bench_python.py --json
 
 # The Java binding's cost over the C++ run boundary (goal <= 1.05) and the 50-session arena figures,
 # as JSON with its goals (java/src/bench/java/dev/ebb/bench/JavaBench.java).
@@ -110,11 +119,14 @@ windows: setup
 windows-test: windows
 	cd $(WINDOWS_BUILD) && ctest --output-on-failure -j 1
 
-# The Windows release archive: build-windows/ebb-<version>-windows-x64.zip (scripts/windows-dist.sh), and
-# its test from an empty folder under Wine against the Linux build (tests/windows/dist_test.sh).
+# The Windows release archive: build-windows/ebb-<version>-windows-x64.zip and the Python wheel
+# build-windows/ebb-<version>-py3-none-win_amd64.whl (scripts/windows-dist.sh), and their tests: the archive
+# from an empty folder under Wine against the Linux build (tests/windows/dist_test.sh), the wheel's contents
+# and the library name its Python files load (tests/windows/wheel_test.py).
 EBB_VERSION := $(shell grep -m1 -o 'ebb VERSION [0-9.]*' CMakeLists.txt | cut -d' ' -f3)
 windows-dist: windows
 	bash scripts/windows-dist.sh $(WINDOWS_BUILD) $(EBB_VERSION)
 
 windows-dist-test: windows-dist build
 	bash tests/windows/dist_test.sh $(WINDOWS_BUILD)/ebb-$(EBB_VERSION)-windows-x64.zip $(BUILD)/ebb $(CURDIR)
+	/usr/bin/python3 tests/windows/wheel_test.py $(WINDOWS_BUILD)/ebb-$(EBB_VERSION)-py3-none-win_amd64.whl $(WINDOWS_BUILD)

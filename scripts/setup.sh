@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepare everything ebb needs to build and test:
 #   - Debian packages (compiler, cmake, test/bench libs, gRPC and protobuf,
-#     python3-onnx, python3-grpcio, python3-yaml, pybind11, Blender and Xvfb for the add-on's tests,
+#     python3-onnx, python3-grpcio, python3-yaml, Blender and Xvfb for the add-on's tests,
 #     the JDK and JUnit 5 for java/, ...)
 #   - ONNX Runtime 1.29.0 prebuilt (from the npm package of the Unity plugin)
 #     into third_party/onnxruntime/{include,lib}
@@ -65,7 +65,7 @@ APT_PACKAGES=(
     libcpp-httplib-dev prometheus-cpp-dev libssl-dev libpng-dev libjpeg-dev libboost1.81-dev zlib1g-dev
     python3 python3-onnx python3-numpy curl prometheus wrk libxxhash-dev
     rapidjson-dev clang-14 libfuzzer-14-dev
-    pybind11-dev python3-dev python3-pytest python3-venv python3-pip python3-setuptools python3-wheel
+    python3-dev python3-pytest python3-venv python3-pip python3-setuptools python3-wheel
     libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc python3-grpcio
     python3-yaml
     blender xvfb xauth

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make windows-dist`: the Windows release archive ebb-<version>-windows-x64.zip in the Windows build
 # folder (docs/windows.md): ebb.exe, ebb.dll, its import library libebb.dll.a and include/ebb/c.h,
-# onnxruntime.dll (+ onnxruntime_providers_shared.dll), the bundled models, the licences and a README.
+# onnxruntime.dll (+ onnxruntime_providers_shared.dll), the bundled models, the licences and a README;
+# and the Python package's Windows wheel ebb-<version>-py3-none-win_amd64.whl beside it (python/build_wheel.py:
+# the package's files with ebb.dll and onnxruntime.dll; every CPython 3 on Windows, Blender's included).
 # Usage: scripts/windows-dist.sh BUILD_DIR VERSION
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,3 +44,5 @@ Licences: licences\\ (ONNX Runtime, MIT) and each model's folder (LICENSE, LICEN
 TEXT
 (cd "$build/dist" && rm -f "../$name.zip" && zip -qr "../$name.zip" "$name")
 echo "$build/$name.zip"
+/usr/bin/python3 python/build_wheel.py --platform win_amd64 --out "$build" \
+  --lib "$build/ebb.dll" --lib third_party/onnxruntime-windows/bin/onnxruntime.dll

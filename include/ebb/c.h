@@ -329,6 +329,9 @@ EBB_EXPORT const char* ebb_memory_json(const ebb_memory_t* memory);
 
 /* Drops this handle; the loaded model stays in the cache (ebb_runtime_unload_*). */
 EBB_EXPORT void ebb_session_destroy(ebb_session_t* session);
+/* A new handle on the same loaded session (the caller owns it): a session borrowed from a lease or
+ * a pool's body kept beyond it. Errors: EBB_INVALID_ARGUMENT (NULL). */
+EBB_EXPORT ebb_status_t* ebb_session_share(const ebb_session_t* session, ebb_session_t** out);
 /* 1 when both handles hold the same loaded model: the cache gave it twice, or
  * it was loaded from two files with the same content (one load). */
 EBB_EXPORT int ebb_session_same(const ebb_session_t* a, const ebb_session_t* b);
@@ -353,6 +356,9 @@ EBB_EXPORT int ebb_session_output(const ebb_session_t* session, size_t index, co
                                   const int64_t** shape, size_t* rank);
 /* A value of the model's metadata_props, "" when absent; free *value with ebb_free. */
 EBB_EXPORT ebb_status_t* ebb_session_metadata(const ebb_session_t* session, const char* key, char** value);
+/* The arena shrink entries of the session ("cpu:0", "gpu:0") as a JSON array of strings
+ * (ebb::Session::release_targets); free *json with ebb_free. */
+EBB_EXPORT ebb_status_t* ebb_session_release_targets(const ebb_session_t* session, char** json);
 /* Runs started, runs that carried a release, runs in flight now. */
 EBB_EXPORT uint64_t ebb_session_run_count(const ebb_session_t* session);
 EBB_EXPORT uint64_t ebb_session_release_count(const ebb_session_t* session);
@@ -501,10 +507,14 @@ EBB_EXPORT void ebb_pool_options_set_keep_alive_ms(ebb_pool_options_t* options, 
  * largest transient peak seen, and no run waits. */
 EBB_EXPORT void ebb_pool_options_set_memory_admission(ebb_pool_options_t* options, int on, int64_t wait_ms);
 
+/* on: on_event is also called for runs that waited for memory (EBB_POOL_EVENT_WAIT); default off. */
+EBB_EXPORT void ebb_pool_options_set_wait_events(ebb_pool_options_t* options, int on);
+
 /* What the pool did (ebb::PoolEvent): loads and evictions (a run's wait for memory is not passed on). */
 typedef enum ebb_pool_event_kind_t {
   EBB_POOL_EVENT_LOAD = 0,
   EBB_POOL_EVENT_EVICT = 1,
+  EBB_POOL_EVENT_WAIT = 2, /* a run waited for memory: only with ebb_pool_options_set_wait_events */
   EBB_POOL_EVENT_MAX_ENUM = 0x7fffffff /* not a kind (as EBB_CODE_MAX_ENUM) */
 } ebb_pool_event_kind_t;
 EBB_EXPORT ebb_pool_event_kind_t ebb_pool_event_kind(const ebb_pool_event_t* event);
@@ -514,6 +524,9 @@ EBB_EXPORT int ebb_pool_event_on_demand(const ebb_pool_event_t* event);
 EBB_EXPORT double ebb_pool_event_load_ms(const ebb_pool_event_t* event);
 /* Evict: "budget", "keep_alive", "out_of_memory", "unload"; "" for a load. */
 EBB_EXPORT const char* ebb_pool_event_reason(const ebb_pool_event_t* event);
+/* Wait: how long the run waited for memory, and whether it then ran (else: deadline, cancelled). */
+EBB_EXPORT double ebb_pool_event_wait_ms(const ebb_pool_event_t* event);
+EBB_EXPORT int ebb_pool_event_admitted(const ebb_pool_event_t* event);
 /* Called on the thread that caused the event (a caller's, or the pool's
  * keep-alive thread), outside the pool's locks; `event` is valid during the
  * call only. It must not destroy the pool. */
@@ -563,6 +576,15 @@ EBB_EXPORT ebb_status_t* ebb_pool_run_with_recovery(ebb_pool_t* pool, const char
 EBB_EXPORT ebb_status_t* ebb_pool_run_admitted(ebb_pool_t* pool, const char* name, const int64_t* keep_alive_ms,
                                                int load_on_demand, int64_t run_elements, ebb_pool_body_fn body,
                                                void* user_data);
+/* ebb_pool_acquire and ebb_pool_run_admitted with every ebb::AcquireOptions: run_elements < 0
+ * reserves nothing (the lease is not for one run); timeout_ms < 0 waits the pool's
+ * wait_for_memory, else at most timeout_ms for memory (then EBB_UNAVAILABLE). */
+EBB_EXPORT ebb_status_t* ebb_pool_acquire_for_run(ebb_pool_t* pool, const char* name, const int64_t* keep_alive_ms,
+                                                  int load_on_demand, int64_t run_elements, int64_t timeout_ms,
+                                                  ebb_lease_t** out);
+EBB_EXPORT ebb_status_t* ebb_pool_run_within(ebb_pool_t* pool, const char* name, const int64_t* keep_alive_ms,
+                                             int load_on_demand, int64_t run_elements, int64_t timeout_ms,
+                                             ebb_pool_body_fn body, void* user_data);
 /* Loads a model now (kept loaded until a request applies its keep-alive);
  * unloads one (pinned too); unloads and forgets one. Errors: EBB_NOT_FOUND, load errors. */
 EBB_EXPORT ebb_status_t* ebb_pool_load(ebb_pool_t* pool, const char* name);
@@ -600,6 +622,53 @@ EBB_EXPORT int64_t ebb_pool_snapshot_transient_bytes(const ebb_pool_snapshot_t* 
 EBB_EXPORT int ebb_pool_snapshot_in_flight(const ebb_pool_snapshot_t* snapshot, size_t index);
 EBB_EXPORT int ebb_pool_snapshot_pinned(const ebb_pool_snapshot_t* snapshot, size_t index);
 EBB_EXPORT uint64_t ebb_pool_snapshot_loads(const ebb_pool_snapshot_t* snapshot, size_t index);
+/* Entry `index` as JSON with every field of ebb::ModelStatus (the above, "need_points" and
+ * "arena_need_points" as [[input_elements, bytes], ...], "last_run_elements", "last_need_bytes",
+ * "last_arena_need_bytes", "reserved_bytes", "waiting_for_memory", "out_of_memory"); free it with
+ * ebb_free. NULL out of range or out of memory. */
+EBB_EXPORT char* ebb_pool_snapshot_json(const ebb_pool_snapshot_t* snapshot, size_t index);
+/* What a run of `input_elements` is predicted to need (ebb::ModelPool::PredictNeed) as JSON
+ * {"memory_bytes", "arena_bytes", "memory_at_least", "arena_at_least"}, or "null" before the model
+ * was measured; free *json with ebb_free. Errors: EBB_NOT_FOUND, EBB_INVALID_ARGUMENT. */
+EBB_EXPORT ebb_status_t* ebb_pool_predict_need_json(const ebb_pool_t* pool, const char* name, int64_t input_elements,
+                                                    char** json);
+/* Admission by memory per device (ebb::DeviceAdmission) as a JSON array of objects with its
+ * fields by name ("device", "memory_limit_bytes", "reserved_bytes", ...); free with ebb_free. */
+EBB_EXPORT char* ebb_pool_admission_json(const ebb_pool_t* pool);
+
+/* --- Models as a person names them (ebb/model_location.h, ebb/model_config.h) --
+ * Threads: any (they read the file system only; nothing is loaded).
+ * Ownership: returned strings are the caller's (ebb_free). */
+
+/* Resolves `model` the way the `ebb` command takes it: a model folder (its model.onnx), a model
+ * file, or a bare name looked up under `models_dir` (NULL: "models"). `models_dir_origin` names
+ * where that folder came from in errors (NULL: "the models folder"). *model_path: the file to load;
+ * *device: `requested_device` (NULL: "auto") unless it is "auto", else the folder config's "device",
+ * else "auto" (ebb::DeviceFor). Errors: EBB_NOT_FOUND (no such file or folder, a folder without
+ * model.onnx), EBB_INVALID_ARGUMENT (empty, neither file nor folder, a broken config.json). */
+EBB_EXPORT ebb_status_t* ebb_model_resolve(const char* model, const char* models_dir, const char* models_dir_origin,
+                                           const char* requested_device, char** model_path, char** device);
+/* The config.json of a model folder as ebb reads it (ebb::LoadModelConfig, strict, confined to the
+ * folder), written back as JSON with every field it has (ebb::ModelConfigToJson); a folder without
+ * one gives the defaults. Errors: EBB_INVALID_ARGUMENT (unknown key, bad value, a link out of the
+ * folder, too large), EBB_NOT_FOUND. */
+EBB_EXPORT ebb_status_t* ebb_model_config_json(const char* folder, char** json);
+
+/* --- Images (ebb/image.h) --------------------------------------------------------
+ * An image is an EBB_UINT8 tensor [H,W,C] (C = 1 gray, 3 RGB, 4 RGBA); [H,W] is taken as gray.
+ * Threads: any. Ownership: new tensors are the caller's; arguments are read only. */
+
+/* Reads a PNG or JPEG file (by its magic bytes) into a new UINT8 [H,W,C] tensor (ebb::ReadImage).
+ * Errors: EBB_NOT_FOUND, EBB_INVALID_ARGUMENT (corrupt, truncated or unsupported file). */
+EBB_EXPORT ebb_status_t* ebb_image_read(const char* path, ebb_tensor_t** out);
+/* Writes an 8-bit PNG (ebb::WritePng): `image` is a UINT8 image as above, or a FLOAT32 tensor
+ * [1,C,H,W] / [C,H,W] with values in [0,1] (clamped, x255, rounded: ebb::TensorToImage).
+ * Errors: EBB_INVALID_ARGUMENT (another type or shape), EBB_INTERNAL (cannot write). */
+EBB_EXPORT ebb_status_t* ebb_image_write_png(const char* path, const ebb_tensor_t* image);
+/* UINT8 image -> new FLOAT32 [1,C,H,W] tensor, values v/255 (ebb::ImageToTensor; channels 1, 3, 4). */
+EBB_EXPORT ebb_status_t* ebb_image_to_tensor(const ebb_tensor_t* image, int channels, ebb_tensor_t** out);
+/* FLOAT32 [1,C,H,W] / [C,H,W] in [0,1] -> new UINT8 [H,W,C] image (ebb::TensorToImage). */
+EBB_EXPORT ebb_status_t* ebb_tensor_to_image(const ebb_tensor_t* tensor, ebb_tensor_t** out);
 
 /* --- Benchmark support ---------------------------------------------------------
  * The C++ baseline of `make java-bench`: runs `session` `iterations` times on

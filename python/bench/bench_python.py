@@ -3,7 +3,9 @@
     PYTHONPATH=build/python /usr/bin/python3 python/bench/bench_python.py [--iterations N] [--repeats R]
 
 Prints one JSON object. Every C++ baseline runs in THIS process, on the same sessions and the same
-input arrays, through ebb._ebb._bench (a C++ loop timed in C++, no Python between its runs), and is
+input arrays, through build/python/bench/libebb_pybench.so (python/bench/bench_timer.c: a loop over the
+C API's run boundary timed in C, no Python between its runs; a benchmark-only library, never in the
+wheel, loaded with ctypes beside the package's libebb.so.1), and is
 interleaved with the Python calls it is compared with (the order rotated every round), so that drift
 on a shared machine hits both. Each figure is a median of wall time and of process CPU time; the
 runtime has one intra-op thread, so a run's CPU time is its own work, not time spent waiting for a
@@ -17,26 +19,70 @@ A/A ratio is the noise of the measurement, to read the A/B ratio against.
 * run_tiled: waifu2x_scale2x over two 64x64 float32 frames in 48-pixel tiles (overlap 8), one
   operation of all frames (8 runs); Python `runtime.run_tiled` (progress hook, Ctrl-C check,
   conversions) against C++ RunTiled called from C++. Per-frame cost; goal <= 1.03.
+* gil_spin: the spin test model (tests/models/spin: a Loop that only counts, no memory) runs in one
+  thread while a pure-Python counter runs in another: the counter's rate during the run against its
+  rate alone shows the GIL released during runs (goal >= 0.5 of its rate alone; 0 if it were held).
 * operation_block: the `with runtime.operation()` block, deferred (release at block exit through
   Runtime::Trim) and planned (total_runs: the last run carries the release), against the C++
   Operation (RunPerFrame called from C++) on the same frames: time per operation and the memory each
   ends at (arena reserved; RSS less the results, which the caller holds while it is read).
 """
 import argparse
+import ctypes
 import json
 import os
 import pathlib
 import statistics
 import sys
+import threading
 import time
+from ctypes import POINTER, byref, c_char_p, c_double, c_int, c_int64, c_size_t, c_void_p
 
 import numpy as np
 
 import ebb
-from ebb import _ebb
+from ebb import _lib, _tensors
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MODELS = pathlib.Path(os.environ.get("EBB_MODELS_DIR", ROOT / "models"))
+TEST_MODELS = ROOT / "tests" / "models"
+BUILD = pathlib.Path(os.environ.get("EBB_BUILD_DIR", ROOT / "build"))
+
+# The C baselines (python/bench/bench_timer.c), linked to the libebb.so.1 the package loaded (same soname).
+_bench = ctypes.CDLL(str(BUILD / "python" / "bench" / "libebb_pybench.so"))
+_bench.ebb_pybench_time_runs.restype = c_void_p
+_bench.ebb_pybench_time_runs.argtypes = (c_void_p, c_void_p, POINTER(c_char_p), POINTER(c_void_p), c_size_t, c_int,
+                                         c_int, POINTER(c_double), POINTER(c_double))
+_bench.ebb_pybench_time_frames.restype = c_void_p
+_bench.ebb_pybench_time_frames.argtypes = (c_void_p, c_void_p, POINTER(c_void_p), c_size_t, c_int64, c_int64,
+                                           POINTER(c_double), POINTER(c_double), POINTER(c_void_p))
+
+
+class CInputs:
+    """The inputs (or frames) as the C API's borrowed tensors, made once, as Session.run makes them."""
+
+    def __init__(self, session, inputs=None, frames=None):
+        self.held = _tensors.Held()
+        if inputs is not None:
+            self.names, self.handles, self.count = session._inputs_of(self.held, inputs)
+        else:
+            handles = [_tensors.float_handle(self.held, f, "frame") for f in frames]
+            self.handles, self.count = (c_void_p * len(handles))(*handles), len(handles)
+
+
+def time_cpp_runs(rt, s, c_inputs, iterations, ends_operation):
+    wall, cpu = (c_double * iterations)(), (c_double * iterations)()
+    _lib.check(_bench.ebb_pybench_time_runs(rt._h, s._h, c_inputs.names, c_inputs.handles, c_inputs.count, iterations,
+                                            1 if ends_operation else 0, wall, cpu))
+    return list(zip(wall, cpu))
+
+
+def time_cpp_frames(rt, s, c_frames, tile, overlap):
+    """(wall, cpu, results) of one RunTiled (tile > 0) or RunPerFrame (tile 0) called from C."""
+    wall, cpu, results = c_double(), c_double(), c_void_p()
+    _lib.check(_bench.ebb_pybench_time_frames(rt._h, s._h, c_frames.handles, c_frames.count, tile, overlap,
+                                              byref(wall), byref(cpu), byref(results)))
+    return wall.value, cpu.value, _tensors.frames_out(results.value, False)
 
 
 def rss_bytes():
@@ -91,14 +137,15 @@ def compare(samples, subject, base, again, per=1):
             "a_a_ratio_cpu": med[again]["cpu_ms"] / med[base]["cpu_ms"]}
 
 
-def cpp_run(s, inputs, ends_operation):
-    wall, cpu = _ebb._bench.time_cpp_runs(s, inputs, 1, ends_operation)[0]
-    return wall, cpu, None
-
-
 def call_overhead(rt, iterations):
     s = rt.load(str(MODELS / "convnet" / "model.onnx"), device="cpu")
     inputs = {"x": noise(256, 1)[0]}
+    c_inputs = CInputs(s, inputs=inputs)
+
+    def cpp_run(s, inputs, ends_operation):
+        wall, cpu = time_cpp_runs(rt, s, c_inputs, 1, ends_operation)[0]
+        return wall, cpu, None
+
     with rt.operation() as op:
         mid = {"python": lambda: timed(lambda: op.run(s, inputs)),
                "cpp": lambda: cpp_run(s, inputs, False), "cpp_again": lambda: cpp_run(s, inputs, False)}
@@ -109,7 +156,8 @@ def call_overhead(rt, iterations):
     whole_samples = interleave(whole, max(5, iterations // 3))
     return {
         "model": "convnet", "input_shape": [1, 3, 256, 256], "iterations": iterations,
-        "baseline": "Session::Run timed in C++ in this process (ebb._ebb._bench.time_cpp_runs), interleaved",
+        "baseline": "the C API's run boundary (ebb_operation_run / ebb_session_run) timed in C in this process "
+                    "(libebb_pybench.so), interleaved",
         "mid_operation": compare(mid_samples, "python", "cpp", "cpp_again"),
         "whole_operation": compare(whole_samples, "python", "cpp", "cpp_again"),
     }
@@ -118,18 +166,19 @@ def call_overhead(rt, iterations):
 def run_tiled(rt, repeats):
     up = rt.load(str(MODELS / "waifu2x_scale2x" / "model.onnx"), device="cpu")
     frames = noise(64, 2, count=2)
+    c_frames = CInputs(up, frames=frames)
     tile, overlap = 48, 8
     runs_before = up.run_count
     modes = {"python": lambda: timed(lambda: rt.run_tiled(up, frames, tile=tile, overlap=overlap)),
-             "cpp": lambda: _ebb._bench.time_cpp_run_tiled(rt, up, frames, tile, overlap),
-             "cpp_again": lambda: _ebb._bench.time_cpp_run_tiled(rt, up, frames, tile, overlap)}
+             "cpp": lambda: time_cpp_frames(rt, up, c_frames, tile, overlap),
+             "cpp_again": lambda: time_cpp_frames(rt, up, c_frames, tile, overlap)}
     interleave(modes, 1)  # warm-up
     runs = (up.run_count - runs_before) // len(modes)
     result = compare(interleave(modes, repeats), "python", "cpp", "cpp_again", per=len(frames))
     return {
         "model": "waifu2x_scale2x", "frames": len(frames), "frame_shape": [1, 3, 64, 64], "tile": tile,
         "overlap": overlap, "runs_per_operation": runs, "repeats": repeats,
-        "baseline": "RunTiled called from C++ in this process (ebb._ebb._bench.time_cpp_run_tiled), interleaved",
+        "baseline": "RunTiled called from C in this process (ebb_run_tiled, libebb_pybench.so), interleaved",
         "per_frame": result,
     }
 
@@ -142,7 +191,8 @@ def operation_block(rt, repeats):
         with rt.operation(total_runs=total) as op:
             return [op.run(s, {"x": f})["y"] for f in frames]
 
-    modes = {"cpp_operation": lambda: _ebb._bench.time_cpp_run_per_frame(rt, s, frames),
+    c_frames = CInputs(s, frames=frames)
+    modes = {"cpp_operation": lambda: time_cpp_frames(rt, s, c_frames, 0, 0),
              "block_deferred": lambda: timed(lambda: block(None)),
              "block_planned": lambda: timed(lambda: block(len(frames)))}
     interleave(modes, 1)  # warm-up
@@ -164,6 +214,37 @@ def operation_block(rt, repeats):
                          reserved_after_max=max(r for r, _ in after[m]),
                          rss_after_max=max(r for _, r in after[m]))
     return result
+
+
+def gil_spin(rt, seconds=0.5):
+    """A pure-Python counter's rate while the spin model runs in another thread, against its rate alone."""
+    spin = rt.load(str(TEST_MODELS / "spin" / "model.onnx"), device="cpu")
+    trips = 1000
+    while True:  # trips for a run of about `seconds`
+        wall, _, _ = timed(lambda: spin.run({"n": np.array([trips], np.int64)}))
+        if wall >= seconds or trips >= 1 << 34:
+            break
+        trips *= 4 if wall < seconds / 8 else 2
+
+    def count(stop):
+        n, start = 0, time.perf_counter()
+        while not stop.is_set():
+            n += 1
+        return n / (time.perf_counter() - start)
+
+    stop = threading.Event()
+    threading.Timer(wall, stop.set).start()
+    alone = count(stop)
+    stop = threading.Event()
+    rates = []
+    counter = threading.Thread(target=lambda: rates.append(count(stop)))
+    counter.start()
+    run_wall, _, _ = timed(lambda: spin.run({"n": np.array([trips], np.int64)}))
+    stop.set()
+    counter.join()
+    return {"model": "spin", "trips": trips, "run_wall_ms": run_wall * 1e3,
+            "counter_rate_alone": alone, "counter_rate_during_run": rates[0],
+            "ratio_during_to_alone": rates[0] / alone}
 
 
 # Goals in the form every `ebb bench` command prints (cli/bench_goals.h): the measured value, the limit,
@@ -188,6 +269,7 @@ def main():
     overhead = call_overhead(rt, args.iterations)
     tiled = run_tiled(rt, args.repeats)
     block = operation_block(rt, args.repeats)
+    spin = gil_spin(rt)
     floor = block["reserved_after_load"]
     same_floor = lambda m: block[m]["reserved_after_max"] == floor and \
         block[m]["rss_after_max"] <= block["rss_after_load"] * 1.10
@@ -196,7 +278,7 @@ def main():
         "benchmark": "python", "policy": {"intra_op_threads": 1},
         "python": sys.version.split()[0], "ebb": ebb.__version__,
         "load_average_1min": os.getloadavg()[0], "cpus": os.cpu_count(),
-        "call_overhead": overhead, "run_tiled": tiled, "operation_block": block,
+        "call_overhead": overhead, "run_tiled": tiled, "operation_block": block, "gil_spin": spin,
         "goals": {
             "call_overhead_wall_ratio_le_1_05": at_most(mid["ratio_wall"], 1.05, "Python median / C++ median, wall"),
             "call_overhead_cpu_ratio_le_1_05": at_most(mid["ratio_cpu"], 1.05, "Python median / C++ median, CPU"),
@@ -206,6 +288,9 @@ def main():
                                                              "Python median / C++ median per frame, CPU"),
             "block_deferred_same_floor_as_cpp": holds(same_floor("block_deferred") and same_floor("cpp_operation")),
             "block_planned_same_floor_as_cpp": holds(same_floor("block_planned") and same_floor("cpp_operation")),
+            "gil_released_during_runs": {"value": spin["ratio_during_to_alone"], "limit": 0.5, "op": ">=",
+                                         "met": spin["ratio_during_to_alone"] >= 0.5,
+                                         "unit": "Python counter rate during a spin run / alone"},
         },
     }
     print(json.dumps(report, indent=2))

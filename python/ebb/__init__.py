@@ -1,10 +1,10 @@
 """ebb: ONNX models in-process that keep loaded but give their inference memory back.
 
-A thin binding of ebb's C++ library (same objects, same behaviour): a Runtime
-owns one memory policy and a cache of sessions; the arena memory a run grows
-into is released at the end of the caller's operation (one session.run, a
-``with runtime.operation()`` block, or a ready-made operation such as
-run_tiled), not kept for the life of the session.
+A thin binding of ebb's C API (libebb.so.1 / ebb.dll, through ctypes: one package for every
+CPython from 3.10): a Runtime owns one memory policy and a cache of sessions; the arena memory a
+run grows into is released at the end of the caller's operation (one session.run, a
+``with runtime.operation()`` block, or a ready-made operation such as run_tiled), not kept for the
+life of the session.
 
     import ebb, numpy as np
     rt = ebb.Runtime()
@@ -14,8 +14,9 @@ run_tiled), not kept for the life of the session.
     ebb.write_png("a_2x.png", out[0])
     print(rt.memory()["rss_bytes"])
 
-Errors are ebb.Error subclasses carrying the library's status code; the GIL is
-released during every run and operation.
+NumPy is optional: without it, inputs are any buffer-protocol objects and outputs ebb.Tensor
+objects (see docs/python.md). Errors are ebb.Error subclasses carrying the library's status code;
+the GIL is released during every call into the library.
 """
 
 import atexit as _atexit
@@ -31,11 +32,7 @@ from ._errors import (
     Unavailable,
 )
 from ._ebb import (
-    Lease,
-    ModelPool,
-    ModelStatus,
     Operation,
-    PoolEvent,
     Runtime,
     Session,
     TensorInfo,
@@ -46,10 +43,11 @@ from ._ebb import (
     tensor_to_image,
     write_png,
 )
-from . import _ebb
+from ._pool import Lease, ModelPool, ModelStatus, PoolEvent, _shutdown
+from ._tensors import Tensor
 
-# Pools stop calling Python from their keep-alive threads before the interpreter shuts down.
-_atexit.register(_ebb._shutdown)
+# Leases go back and pools stop calling Python from their keep-alive threads before the interpreter shuts down.
+_atexit.register(_shutdown)
 
 __all__ = [
     "Cancelled",
@@ -66,6 +64,7 @@ __all__ = [
     "ResourceExhausted",
     "Runtime",
     "Session",
+    "Tensor",
     "TensorInfo",
     "Unavailable",
     "__version__",

@@ -78,6 +78,7 @@ struct ebb_operation_t {
 
 struct ebb_pool_options_t {
   ebb::PoolOptions options;
+  bool wait_events = false;  // ebb_pool_options_set_wait_events
 };
 
 namespace ebb::c_api {
@@ -88,6 +89,7 @@ struct PoolCore {
   std::shared_ptr<Runtime> runtime;
   ebb_pool_event_fn on_event = nullptr;
   void* user_data = nullptr;
+  bool wait_events = false;  // pass kWait events on
   std::unique_ptr<ModelPool> pool;
 };
 
@@ -118,6 +120,11 @@ ebb_status_t* NullArgument(const char* function, const char* argument);
 ebb_status_t* OutOfMemory();
 // The Status of a C status, which is consumed (destroyed).
 Status FromC(ebb_status_t* status);
+
+// A copy of `text` the caller frees with ebb_free; NULL when out of memory.
+char* NewCString(const std::string& text);
+// *out = NewCString(text); an out-of-memory status when that fails.
+ebb_status_t* ReturnString(const std::string& text, char** out);
 
 // Runs `fn` (returning ebb_status_t*) with every exception turned into a status.
 template <typename Fn>

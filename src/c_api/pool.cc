@@ -3,6 +3,8 @@
 // (shared ownership through PoolCore), so handles may be destroyed in any order.
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "c_api.h"
 
 namespace ebb::c_api {
@@ -10,11 +12,22 @@ namespace {
 
 const PoolEvent& EventOf(const ebb_pool_event_t* event) { return *reinterpret_cast<const PoolEvent*>(event); }
 
-AcquireOptions AcquireArgs(const int64_t* keep_alive_ms, int load_on_demand) {
+AcquireOptions AcquireArgs(const int64_t* keep_alive_ms, int load_on_demand, int64_t run_elements = -1,
+                           int64_t timeout_ms = -1) {
   AcquireOptions options;
   if (keep_alive_ms) options.keep_alive_ms = *keep_alive_ms;
   options.load_on_demand = load_on_demand != 0;
+  if (run_elements >= 0) options.run_elements = run_elements;
+  if (timeout_ms >= 0) {
+    options.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min(timeout_ms, kMaxWaitForCapacityMs));
+  }
   return options;
+}
+
+nlohmann::json PointsJson(const std::vector<NeedPoint>& points) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const NeedPoint& p : points) out.push_back({p.input_elements, p.bytes});
+  return out;
 }
 
 // ebb::PoolOptions' defaults but admission by memory off: ebb_pool_run_with_recovery and
@@ -71,6 +84,10 @@ void ebb_pool_options_set_keep_alive_ms(ebb_pool_options_t* options, int64_t ms)
   if (options) options->options.default_keep_alive_ms = ms;
 }
 
+void ebb_pool_options_set_wait_events(ebb_pool_options_t* options, int on) {
+  if (options) options->wait_events = on != 0;
+}
+
 void ebb_pool_options_set_memory_admission(ebb_pool_options_t* options, int on, int64_t wait_ms) {
   if (!options) return;
   options->options.admit_by_memory = on != 0;
@@ -80,8 +97,18 @@ void ebb_pool_options_set_memory_admission(ebb_pool_options_t* options, int on, 
 }
 
 ebb_pool_event_kind_t ebb_pool_event_kind(const ebb_pool_event_t* event) {
-  return event && EventOf(event).kind == PoolEvent::Kind::kEvict ? EBB_POOL_EVENT_EVICT : EBB_POOL_EVENT_LOAD;
+  if (!event) return EBB_POOL_EVENT_LOAD;
+  switch (EventOf(event).kind) {
+    case PoolEvent::Kind::kEvict: return EBB_POOL_EVENT_EVICT;
+    case PoolEvent::Kind::kWait: return EBB_POOL_EVENT_WAIT;
+    case PoolEvent::Kind::kLoad: break;
+  }
+  return EBB_POOL_EVENT_LOAD;
 }
+
+double ebb_pool_event_wait_ms(const ebb_pool_event_t* event) { return event ? EventOf(event).wait_ms : 0; }
+
+int ebb_pool_event_admitted(const ebb_pool_event_t* event) { return event && EventOf(event).admitted ? 1 : 0; }
 
 const char* ebb_pool_event_model(const ebb_pool_event_t* event) { return event ? EventOf(event).name.c_str() : ""; }
 
@@ -107,11 +134,12 @@ ebb_status_t* ebb_pool_create(ebb_runtime_t* runtime, const ebb_pool_options_t* 
     core->runtime = runtime->runtime;
     core->on_event = on_event;
     core->user_data = user_data;
+    core->wait_events = options && options->wait_events;
     ModelPool::EventFn events;
     if (on_event) {
       events = [raw = core.get()](const PoolEvent& e) {
-        // Loads and evictions only: ebb_pool_event_kind_t has no wait (a run that waited for memory).
-        if (e.kind == PoolEvent::Kind::kWait) return;
+        // A run that waited for memory only when asked for (ebb_pool_options_set_wait_events).
+        if (e.kind == PoolEvent::Kind::kWait && !raw->wait_events) return;
         raw->on_event(raw->user_data, reinterpret_cast<const ebb_pool_event_t*>(&e));
       };
     }
@@ -152,6 +180,12 @@ int ebb_pool_contains(const ebb_pool_t* pool, const char* name) {
 
 ebb_status_t* ebb_pool_acquire(ebb_pool_t* pool, const char* name, const int64_t* keep_alive_ms, int load_on_demand,
                                ebb_lease_t** out) {
+  return ebb_pool_acquire_for_run(pool, name, keep_alive_ms, load_on_demand, -1, -1, out);
+}
+
+ebb_status_t* ebb_pool_acquire_for_run(ebb_pool_t* pool, const char* name, const int64_t* keep_alive_ms,
+                                       int load_on_demand, int64_t run_elements, int64_t timeout_ms,
+                                       ebb_lease_t** out) {
   constexpr const char* kFn = "ebb_pool_acquire";
   return Guard(kFn, [&]() -> ebb_status_t* {
     if (!out) return NullArgument(kFn, "out");
@@ -159,7 +193,8 @@ ebb_status_t* ebb_pool_acquire(ebb_pool_t* pool, const char* name, const int64_t
     if (ebb_status_t* bad = NoName(kFn, pool, name)) return bad;
     auto lease = std::make_unique<ebb_lease_t>();
     lease->core = pool->core;
-    Result<Lease> acquired = pool->core->pool->Acquire(name, AcquireArgs(keep_alive_ms, load_on_demand));
+    Result<Lease> acquired =
+        pool->core->pool->Acquire(name, AcquireArgs(keep_alive_ms, load_on_demand, run_elements, timeout_ms));
     if (!acquired.ok()) return ToC(acquired.status());
     lease->lease.emplace(std::move(acquired).value());
     lease->session.session = lease->lease->session();
@@ -199,15 +234,20 @@ ebb_status_t* ebb_pool_run_with_recovery(ebb_pool_t* pool, const char* name, con
 ebb_status_t* ebb_pool_run_admitted(ebb_pool_t* pool, const char* name, const int64_t* keep_alive_ms,
                                     int load_on_demand, int64_t run_elements, ebb_pool_body_fn body,
                                     void* user_data) {
-  constexpr const char* kFn = "ebb_pool_run_admitted";
+  if (run_elements < 0) {
+    return ToC(InvalidArgument("ebb_pool_run_admitted: run_elements " + std::to_string(run_elements) + " < 0"));
+  }
+  return ebb_pool_run_within(pool, name, keep_alive_ms, load_on_demand, run_elements, -1, body, user_data);
+}
+
+ebb_status_t* ebb_pool_run_within(ebb_pool_t* pool, const char* name, const int64_t* keep_alive_ms,
+                                  int load_on_demand, int64_t run_elements, int64_t timeout_ms, ebb_pool_body_fn body,
+                                  void* user_data) {
+  constexpr const char* kFn = "ebb_pool_run_within";
   return Guard(kFn, [&]() -> ebb_status_t* {
     if (ebb_status_t* bad = NoName(kFn, pool, name)) return bad;
     if (!body) return NullArgument(kFn, "body");
-    if (run_elements < 0) {
-      return ToC(InvalidArgument(std::string(kFn) + ": run_elements " + std::to_string(run_elements) + " < 0"));
-    }
-    AcquireOptions options = AcquireArgs(keep_alive_ms, load_on_demand);
-    options.run_elements = run_elements;
+    const AcquireOptions options = AcquireArgs(keep_alive_ms, load_on_demand, run_elements, timeout_ms);
     return ToC(pool->core->pool->RunWithRecovery(name, options, [&](const std::shared_ptr<Session>& session) -> Status {
       std::unique_ptr<ebb_session_t> handle = MakeSession(session);
       return FromC(body(user_data, handle.get()));
@@ -353,6 +393,80 @@ int ebb_pool_snapshot_pinned(const ebb_pool_snapshot_t* snapshot, size_t index) 
 uint64_t ebb_pool_snapshot_loads(const ebb_pool_snapshot_t* snapshot, size_t index) {
   const ModelStatus* m = EntryAt(snapshot, index);
   return m ? m->loads : 0;
+}
+
+char* ebb_pool_snapshot_json(const ebb_pool_snapshot_t* snapshot, size_t index) {
+  const ModelStatus* m = EntryAt(snapshot, index);
+  if (!m) return nullptr;
+  try {
+    const nlohmann::json j = {{"name", m->name},
+                              {"state", PoolStateName(m->state)},
+                              {"device", m->device},
+                              {"reason", m->reason},
+                              {"charge_bytes", m->charge_bytes},
+                              {"load_bytes", m->load_bytes},
+                              {"transient_bytes", m->transient_bytes},
+                              {"in_flight", m->in_flight},
+                              {"pinned", m->pinned},
+                              {"loads", m->loads},
+                              {"need_points", PointsJson(m->need_points)},
+                              {"arena_need_points", PointsJson(m->arena_need_points)},
+                              {"last_run_elements", m->last_run_elements},
+                              {"last_need_bytes", m->last_need_bytes},
+                              {"last_arena_need_bytes", m->last_arena_need_bytes},
+                              {"reserved_bytes", m->reserved_bytes},
+                              {"waiting_for_memory", m->waiting_for_memory},
+                              {"out_of_memory", m->out_of_memory}};
+    return NewCString(j.dump());
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+ebb_status_t* ebb_pool_predict_need_json(const ebb_pool_t* pool, const char* name, int64_t input_elements,
+                                         char** json) {
+  constexpr const char* kFn = "ebb_pool_predict_need_json";
+  return Guard(kFn, [&]() -> ebb_status_t* {
+    if (!json) return NullArgument(kFn, "json");
+    *json = nullptr;
+    if (ebb_status_t* bad = NoName(kFn, pool, name)) return bad;
+    Result<std::optional<NeedPrediction>> p = pool->core->pool->PredictNeed(name, input_elements);
+    if (!p.ok()) return ToC(p.status());
+    nlohmann::json j = nullptr;
+    if (*p) {
+      j = {{"memory_bytes", (*p)->memory_bytes},
+           {"arena_bytes", (*p)->arena_bytes},
+           {"memory_at_least", (*p)->memory_at_least},
+           {"arena_at_least", (*p)->arena_at_least}};
+    }
+    return ReturnString(j.dump(), json);
+  });
+}
+
+char* ebb_pool_admission_json(const ebb_pool_t* pool) {
+  if (!pool) return nullptr;
+  try {
+    nlohmann::json out = nlohmann::json::array();
+    for (const DeviceAdmission& d : pool->core->pool->Admission()) {
+      out.push_back({{"device", d.device},
+                     {"memory_limit_bytes", d.memory_limit_bytes},
+                     {"reserved_bytes", d.reserved_bytes},
+                     {"arena_cap_bytes", d.arena_cap_bytes},
+                     {"arena_reserved_bytes", d.arena_reserved_bytes},
+                     {"runs", d.runs},
+                     {"alone", d.alone},
+                     {"waiting", d.waiting},
+                     {"admitted", d.admitted},
+                     {"waited", d.waited},
+                     {"wait_seconds", d.wait_seconds},
+                     {"refused", d.refused},
+                     {"timed_out", d.timed_out},
+                     {"cancelled", d.cancelled}});
+    }
+    return NewCString(out.dump());
+  } catch (...) {
+    return nullptr;
+  }
 }
 
 }  // extern "C"

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 #include "c_api.h"
 #include "ebb/memory_policy.h"
 
@@ -333,12 +335,28 @@ ebb_status_t* ebb_session_metadata(const ebb_session_t* session, const char* key
     *value = nullptr;
     if (!session) return NullArgument(kFn, "session");
     if (!key) return NullArgument(kFn, "key");
-    const std::string text = session->session->metadata(key);
-    char* copy = static_cast<char*>(std::malloc(text.size() + 1));
-    if (!copy) return OutOfMemory();
-    std::memcpy(copy, text.c_str(), text.size() + 1);
-    *value = copy;
+    return ReturnString(session->session->metadata(key), value);
+  });
+}
+
+ebb_status_t* ebb_session_share(const ebb_session_t* session, ebb_session_t** out) {
+  constexpr const char* kFn = "ebb_session_share";
+  return Guard(kFn, [&]() -> ebb_status_t* {
+    if (!out) return NullArgument(kFn, "out");
+    *out = nullptr;
+    if (!session) return NullArgument(kFn, "session");
+    *out = MakeSession(session->session).release();
     return nullptr;
+  });
+}
+
+ebb_status_t* ebb_session_release_targets(const ebb_session_t* session, char** json) {
+  constexpr const char* kFn = "ebb_session_release_targets";
+  return Guard(kFn, [&]() -> ebb_status_t* {
+    if (!json) return NullArgument(kFn, "json");
+    *json = nullptr;
+    if (!session) return NullArgument(kFn, "session");
+    return ReturnString(nlohmann::json(session->session->release_targets()).dump(), json);
   });
 }
 

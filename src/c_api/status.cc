@@ -40,6 +40,17 @@ ebb_status_t* ToC(const Status& status) {
   }
 }
 
+char* NewCString(const std::string& text) {
+  char* copy = static_cast<char*>(std::malloc(text.size() + 1));
+  if (copy) std::memcpy(copy, text.c_str(), text.size() + 1);
+  return copy;
+}
+
+ebb_status_t* ReturnString(const std::string& text, char** out) {
+  *out = NewCString(text);
+  return *out ? nullptr : OutOfMemory();
+}
+
 ebb_status_t* NullArgument(const char* function, const char* argument) {
   try {
     return Error(StatusCode::kInvalidArgument, std::string(function) + ": " + argument + " is NULL");
