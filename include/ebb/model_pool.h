@@ -96,6 +96,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ebb/model_signature.h"
@@ -239,7 +240,7 @@ struct AcquireOptions {
 // A model held for one call: while a Lease is alive the model is not evicted.
 class Lease {
  public:
-  Lease(Lease&& other) noexcept;
+  Lease(Lease&&) noexcept = default;
   Lease& operator=(Lease&&) = delete;
   Lease(const Lease&) = delete;
   ~Lease();
@@ -250,26 +251,43 @@ class Lease {
  private:
   friend class ModelPool;
   Lease(ModelPool* pool, std::string name, std::shared_ptr<Session> session, std::optional<int64_t> keep_alive_ms)
-      : pool_(pool), name_(std::move(name)), session_(std::move(session)), keep_alive_ms_(keep_alive_ms) {}
+      : pool_(pool), name_(std::move(name)), session_(std::move(session)) {
+    r_.keep_alive_ms = keep_alive_ms;
+  }
 
-  ModelPool* pool_;
+  // The pool the lease goes back to; null once moved from (so the move is the default one).
+  struct PoolRef {
+    ModelPool* pool = nullptr;
+    PoolRef(ModelPool* p) : pool(p) {}  // NOLINT: implicit, from the pool
+    PoolRef(PoolRef&& o) noexcept : pool(std::exchange(o.pool, nullptr)) {}
+    PoolRef& operator=(PoolRef&&) = delete;
+    operator ModelPool*() const { return pool; }  // NOLINT
+    ModelPool* operator->() const { return pool; }
+  };
+  // What the pool keeps for the lease until it comes back: its keep-alive, its
+  // measurement, and its reservation under admission by memory.
+  struct Reservation {
+    std::optional<int64_t> keep_alive_ms;
+    bool lifecycle = false;           // held by Load(), not by a request: keep-alive does not apply
+    uint64_t measure_generation = 0;  // non-zero: this lease measures its model's transient peak
+    int64_t rss_at_start = 0;
+    // Admission by memory (a run lease):
+    std::string device;               // where its reservation is ("" = none)
+    int64_t reserved = 0;             // bytes reserved against the budget
+    int64_t arena_reserved = 0;       // and against the shared arena's cap
+    bool alone = false;               // it holds its device alone
+    int64_t run_elements = -1;        // its input size (-1: not a run)
+    bool retry = false;               // an out-of-memory retry: its measurement raises the prediction
+    int64_t predicted = -1;           // its predictions when admitted (-1: none)
+    int64_t arena_predicted = -1;
+    int64_t arena_in_use_at_start = -1;  // shared arena (CPU) or own arena (CUDA) at the start, when measuring
+    int64_t arena_peak_at_start = -1;
+  };
+
+  PoolRef pool_;
   std::string name_;
   std::shared_ptr<Session> session_;
-  std::optional<int64_t> keep_alive_ms_;
-  bool lifecycle_ = false;           // held by Load(), not by a request: keep-alive does not apply
-  uint64_t measure_generation_ = 0;  // non-zero: this lease measures its model's transient peak
-  int64_t rss_at_start_ = 0;
-  // Admission by memory (a run lease):
-  std::string device_;               // where its reservation is ("" = none)
-  int64_t reserved_ = 0;             // bytes reserved against the budget
-  int64_t arena_reserved_ = 0;       // and against the shared arena's cap
-  bool alone_ = false;               // it holds its device alone
-  int64_t run_elements_ = -1;        // its input size (-1: not a run)
-  bool retry_ = false;               // an out-of-memory retry: its measurement raises the prediction
-  int64_t predicted_ = -1;           // its predictions when admitted (-1: none)
-  int64_t arena_predicted_ = -1;
-  int64_t arena_in_use_at_start_ = -1;  // shared arena (CPU) or own arena (CUDA) at the start, when measuring
-  int64_t arena_peak_at_start_ = -1;
+  Reservation r_;
 };
 
 class ModelPool {

@@ -65,27 +65,6 @@ int64_t InputElements(const std::vector<NamedTensor>& inputs) {
   return elements;
 }
 
-Lease::Lease(Lease&& o) noexcept
-    : pool_(o.pool_),
-      name_(std::move(o.name_)),
-      session_(std::move(o.session_)),
-      keep_alive_ms_(o.keep_alive_ms_),
-      lifecycle_(o.lifecycle_),
-      measure_generation_(o.measure_generation_),
-      rss_at_start_(o.rss_at_start_),
-      device_(std::move(o.device_)),
-      reserved_(o.reserved_),
-      arena_reserved_(o.arena_reserved_),
-      alone_(o.alone_),
-      run_elements_(o.run_elements_),
-      retry_(o.retry_),
-      predicted_(o.predicted_),
-      arena_predicted_(o.arena_predicted_),
-      arena_in_use_at_start_(o.arena_in_use_at_start_),
-      arena_peak_at_start_(o.arena_peak_at_start_) {
-  o.pool_ = nullptr;
-}
-
 Lease::~Lease() {
   if (pool_) pool_->Release(*this);
 }
@@ -377,14 +356,14 @@ Result<Lease> ModelPool::AcquireImpl(const std::string& name, const AcquireOptio
   e.last_used = Clock::now();
   Lease lease(this, name, e.session, options.keep_alive_ms);
   if (run) {
-    lease.device_ = e.device;
-    lease.reserved_ = reserved.bytes;
-    lease.arena_reserved_ = reserved.arena_bytes;
-    lease.arena_predicted_ = reserved.arena_predicted;
-    lease.alone_ = reserved.alone;
-    lease.run_elements_ = elements;
-    lease.retry_ = retry;
-    lease.predicted_ = reserved.predicted;
+    lease.r_.device = e.device;
+    lease.r_.reserved = reserved.bytes;
+    lease.r_.arena_reserved = reserved.arena_bytes;
+    lease.r_.arena_predicted = reserved.arena_predicted;
+    lease.r_.alone = reserved.alone;
+    lease.r_.run_elements = elements;
+    lease.r_.retry = retry;
+    lease.r_.predicted = reserved.predicted;
   }
   StartMeasuringLocked(e, lease);
   ++e.calls;
@@ -408,10 +387,10 @@ void ModelPool::Release(Lease& lease) {
       if (same_session) FinishMeasuringLocked(e, lease);
       // A charge that grew may no longer fit beside the others: evict idle ones now.
       if (same_session && e.state == PoolState::kReady) (void)MakeRoomLocked(e.device, 0, e.spec.name, &events);
-      if (lease.lifecycle_) {
+      if (lease.r_.lifecycle) {
         e.keep_alive_ms = -1;  // loaded by Load(): held until a request applies its keep-alive
       } else {
-        e.keep_alive_ms = lease.keep_alive_ms_.value_or(e.spec.keep_alive_ms.value_or(options_.default_keep_alive_ms));
+        e.keep_alive_ms = lease.r_.keep_alive_ms.value_or(e.spec.keep_alive_ms.value_or(options_.default_keep_alive_ms));
       }
       if (same_session && e.keep_alive_ms == 0 && e.in_flight == 0 && !e.spec.pinned && e.state == PoolState::kReady) {
         EvictLocked(e, EvictReason::kKeepAlive, &events);
@@ -449,11 +428,11 @@ Status ModelPool::RunWithRecovery(const std::string& name, const AcquireOptions&
         if (broken || (idle && other_name != name)) EvictLocked(*e, EvictReason::kOutOfMemory, &events);
       }
       if (Entry* e = FindLocked(name)) ++e->out_of_memory;
-      if (admitted && !lease->device_.empty()) {
+      if (admitted && !lease->r_.device.empty()) {
         // Its place at the head of the line is taken before its reservation comes back, so that
         // no run waiting meanwhile gets in first.
         retry_ticket = ++next_ticket_;
-        retry_device = lease->device_;
+        retry_device = lease->r_.device;
         LineOf(retry_device).Enqueue(retry_ticket, /*retry=*/true, name);
       }
     }
@@ -484,7 +463,7 @@ Result<std::vector<NamedTensor>> ModelPool::Run(const std::string& name, const s
 Status ModelPool::Load(const std::string& name) {
   Result<Lease> lease = AcquireImpl(name, {.keep_alive_ms = std::nullopt, .load_on_demand = true}, /*on_demand=*/false);
   if (!lease.ok()) return lease.status();
-  lease->lifecycle_ = true;
+  lease->r_.lifecycle = true;
   return Status::Ok();
 }
 

@@ -198,57 +198,57 @@ ModelPool::Admit ModelPool::AdmitOrWaitLocked(Entry& e, const AcquireOptions& op
 }
 
 void ModelPool::ReturnReservationLocked(const Lease& lease) {
-  if (lease.device_.empty()) return;
-  if (auto it = lines_.find(lease.device_); it != lines_.end()) {
+  if (lease.r_.device.empty()) return;
+  if (auto it = lines_.find(lease.r_.device); it != lines_.end()) {
     Line& line = *it->second;
-    line.reserved -= lease.reserved_;
-    line.arena_reserved -= lease.arena_reserved_;
+    line.reserved -= lease.r_.reserved;
+    line.arena_reserved -= lease.r_.arena_reserved;
     --line.runs;
-    if (lease.alone_) line.alone = false;
+    if (lease.r_.alone) line.alone = false;
   }
   // A removed entry stays while a lease is out (Release erases it), so this is the lease's own.
-  if (auto it = entries_.find(lease.name_); it != entries_.end()) it->second->reserved_bytes -= lease.reserved_;
+  if (auto it = entries_.find(lease.name_); it != entries_.end()) it->second->reserved_bytes -= lease.r_.reserved;
 }
 
 void ModelPool::StartMeasuringLocked(Entry& e, Lease& lease) {
   // Measuring costs a few reads of /proc (~40 us here): the first calls of a model are measured,
   // then one call in 16, so charges keep up as it runs; and a run of a size not measured yet.
   const bool scheduled = e.calls < 8 || e.calls % 16 == 0;
-  const bool new_size = lease.run_elements_ >= 0 && (lease.alone_ || !e.need.Measured(lease.run_elements_));
+  const bool new_size = lease.r_.run_elements >= 0 && (lease.r_.alone || !e.need.Measured(lease.r_.run_elements));
   // Alone in the process: this call's peaks are its model's own. With others out, nothing is
   // measured (their peaks cannot be told apart).
   if (!(scheduled || new_size) || in_flight_ != 1) return;
-  lease.measure_generation_ = generation_;
+  lease.r_.measure_generation = generation_;
   if (e.device == "cpu") {
     detail::ResetPeakRss();
-    lease.rss_at_start_ = ReadRssBytes();
+    lease.r_.rss_at_start = ReadRssBytes();
     if (runtime_.policy().cpu.arena == CpuArenaMode::kShared) {
       if (auto shared = runtime_.ReadSharedArena()) {
-        lease.arena_in_use_at_start_ = shared->in_use;
-        lease.arena_peak_at_start_ = shared->peak_in_use;
+        lease.r_.arena_in_use_at_start = shared->in_use;
+        lease.r_.arena_peak_at_start = shared->peak_in_use;
       }
     }
-  } else if (lease.run_elements_ >= 0 && e.session) {
+  } else if (lease.r_.run_elements >= 0 && e.session) {
     int64_t in_use = 0;
     for (const ArenaStats& a : e.session->ReadOwnArenas()) in_use += a.in_use;
-    lease.arena_in_use_at_start_ = in_use;
+    lease.r_.arena_in_use_at_start = in_use;
   }
 }
 
 void ModelPool::FinishMeasuringLocked(Entry& e, const Lease& lease) {
-  const bool measured = lease.measure_generation_ && lease.measure_generation_ == generation_;
+  const bool measured = lease.r_.measure_generation && lease.r_.measure_generation == generation_;
   int64_t peak = -1;
   if (e.device == "cpu") {
     if (!measured) return;
-    peak = ReadPeakRssBytes() - lease.rss_at_start_;
+    peak = ReadPeakRssBytes() - lease.r_.rss_at_start;
     // The shared arena's peak, when this run raised it: its own (it was alone), exact, and counted
     // even where RSS did not grow (arena regions that heap pages already held).
-    if (lease.arena_peak_at_start_ >= 0) {
-      if (auto shared = runtime_.ReadSharedArena(); shared && shared->peak_in_use > lease.arena_peak_at_start_) {
-        const int64_t arena = shared->peak_in_use - lease.arena_in_use_at_start_;
+    if (lease.r_.arena_peak_at_start >= 0) {
+      if (auto shared = runtime_.ReadSharedArena(); shared && shared->peak_in_use > lease.r_.arena_peak_at_start) {
+        const int64_t arena = shared->peak_in_use - lease.r_.arena_in_use_at_start;
         peak = std::max(peak, arena);
-        if (lease.run_elements_ >= 0) {
-          e.arena_need.Record(lease.run_elements_, lease.retry_ ? std::max(arena, lease.arena_predicted_) : arena);
+        if (lease.r_.run_elements >= 0) {
+          e.arena_need.Record(lease.r_.run_elements, lease.r_.retry ? std::max(arena, lease.r_.arena_predicted) : arena);
         }
       }
     }
@@ -260,14 +260,14 @@ void ModelPool::FinishMeasuringLocked(Entry& e, const Lease& lease) {
     }
     // The arena's peak is a high-water mark over the session's life: over what was in use at the
     // start it bounds this run's need from above.
-    if (!measured || lease.arena_in_use_at_start_ < 0) return;
-    peak = peak_in_use - lease.arena_in_use_at_start_;
+    if (!measured || lease.r_.arena_in_use_at_start < 0) return;
+    peak = peak_in_use - lease.r_.arena_in_use_at_start;
   }
   peak = std::max<int64_t>(peak, 0);
   e.transient_bytes = std::max(e.transient_bytes, peak);
-  if (lease.run_elements_ < 0) return;
+  if (lease.r_.run_elements < 0) return;
   // An out-of-memory retry raises the prediction to what was seen, and never lowers it.
-  e.need.Record(lease.run_elements_, lease.retry_ ? std::max(peak, lease.predicted_) : peak);
+  e.need.Record(lease.r_.run_elements, lease.r_.retry ? std::max(peak, lease.r_.predicted) : peak);
 }
 
 ModelStatus ModelPool::StatusLocked(const std::string& name, const Entry& e) const {
