@@ -5,7 +5,7 @@
 // decompress and compress APIs with an error manager whose error_exit longjmps
 // back instead of exiting; see JpegReadHeader for the rules kept around setjmp.
 #include "ebb/image.h"
-#include "port/port.h"
+#include "port.h"
 
 #include <png.h>
 

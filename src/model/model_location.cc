@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <system_error>
 
-#include "port/port.h"
+#include "port.h"
 
 namespace ebb {
 

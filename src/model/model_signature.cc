@@ -20,7 +20,7 @@
 
 #include "onnx_types.h"
 #include "protobuf_cursor.h"
-#include "port/port.h"
+#include "port.h"
 
 namespace ebb {
 namespace {
