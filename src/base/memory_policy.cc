@@ -1,11 +1,8 @@
 #include "ebb/memory_policy.h"
-#include "port/port.h"
 
-#include <fstream>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 namespace ebb {
 namespace {
@@ -174,16 +171,6 @@ Result<MemoryPolicy> ParseMemoryPolicy(std::string_view json_text) {
                                   {"optimized_model_cache", cache},
                                   {"max_unused_models", Int(&p.max_unused_models)}}));
   return p;
-}
-
-Result<MemoryPolicy> LoadMemoryPolicy(const std::string& path) {
-  std::ifstream in(port::PathFromUtf8(path));
-  if (!in) return NotFound("cannot read memory policy file '" + path + "'");
-  std::stringstream text;
-  text << in.rdbuf();
-  Result<MemoryPolicy> policy = ParseMemoryPolicy(text.str());
-  if (!policy.ok()) return Status(policy.status().code(), path + ": " + policy.status().message());
-  return policy;
 }
 
 std::string MemoryPolicyToJson(const MemoryPolicy& p) {
