@@ -8,6 +8,7 @@
 #include <onnxruntime_session_options_config_keys.h>
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "ebb/memory_policy.h"
 #include "idle_release.h"
 #include "ebb/memory_stats.h"
+#include "memory/device_pool.h"
 #include "ebb/status.h"
 #include "optimized_model_cache.h"
 
@@ -46,6 +48,30 @@ struct OrtRun {
 };
 // Throws Ort::Exception on failure (callers translate with StatusFromOrt).
 void InvokeOrtRun(const OrtRun& run);
+
+// The CUDA provider library's path: beside ORT's own library (where ORT looks for it).
+std::string CudaProviderLibraryPath();
+
+// One CUDA device reached through ORT's device API (RegisterExecutionProviderLibrary, GetEpDevices)
+// for the policy's `cuda.arena` `shared` or `env_allocator`, with the device memory that every CUDA
+// session of the device shares. Made once per device by RuntimeContext::CudaDeviceFor.
+struct CudaDevice {
+  int index = 0;
+  const OrtEpDevice* ep_device = nullptr;  // owned by the env (the registered library)
+  // `shared`: the arena CreateSharedAllocator made for the device (owned by the env).
+  OrtAllocator* shared_arena = nullptr;
+  // `env_allocator`: ebb's pool, registered in the env (RegisterAllocator) through `pool_allocator`.
+  std::unique_ptr<DevicePool> pool;
+  std::unique_ptr<OrtAllocator> pool_allocator;
+  // The shared arena's entry in the shrink list (gpu:N), one gate for every session of the device;
+  // null without a shared arena.
+  std::shared_ptr<ArenaGate> gate;
+  // Why neither is there when the policy asked for one (ORT refused it): the device's sessions
+  // then get their own arenas, as with `per_session`.
+  std::string refused;
+  std::string arena_name;  // "gpu:0:shared", "gpu:0:pool"
+  size_t cap = 0;          // cuda.arena_settings.max_bytes (0: none)
+};
 
 // State shared by a Runtime and every session it created.
 class RuntimeContext {
@@ -91,6 +117,17 @@ class RuntimeContext {
   std::optional<std::string> cuda_unavailable() const;
   void set_cuda_unavailable(const std::string& reason);
 
+  // Device `index` through ORT's device API: registers the CUDA provider library (once), finds
+  // its OrtEpDevice for cuda:`index` and makes the device's shared arena or pool as the policy
+  // says (once per device). Errors: the library cannot be registered (no GPU, no CUDA runtime;
+  // also recorded as cuda_unavailable()), or the provider lists no device `index`. `library` is
+  // the provider library's path (tests name a missing one).
+  Result<const CudaDevice*> CudaDeviceFor(int index, const std::string& library = CudaProviderLibraryPath());
+  // The shared CUDA arenas' and pools' figures ("gpu:N:shared", "gpu:N:pool").
+  std::vector<ArenaStats> ReadCudaArenas() const;
+  // Gives every CUDA pool's kept blocks back (`env_allocator`; the end of an operation).
+  void ReleaseDevicePools();
+
  private:
   explicit RuntimeContext(const MemoryPolicy& policy) : policy_(policy) {}
 
@@ -106,6 +143,8 @@ class RuntimeContext {
   bool registered_ = false;
   mutable std::mutex cuda_mu_;
   std::optional<std::string> cuda_unavailable_;  // guarded by cuda_mu_
+  bool cuda_library_registered_ = false;         // guarded by cuda_mu_
+  std::map<int, std::unique_ptr<CudaDevice>> cuda_devices_;  // guarded by cuda_mu_; never erased
   std::unique_ptr<IdleReleaser> idle_;  // last: its thread stops before the rest goes
 };
 
@@ -113,7 +152,7 @@ class RuntimeContext {
 std::optional<ArenaStats> ReadArenaStats(const Ort::Session& session, const Ort::MemoryInfo& info,
                                          const std::string& name);
 // The same through an allocator handle on the arena (kept by its owner, so not made per read).
-std::optional<ArenaStats> ReadArenaStats(const Ort::Allocator& allocator, const std::string& name);
+std::optional<ArenaStats> ReadArenaStats(const OrtAllocator* allocator, const std::string& name);
 
 // Human-readable byte count: "64.0 MiB".
 std::string FormatBytes(int64_t bytes);

@@ -263,7 +263,12 @@ Status RunOnce(SessionState& s, const std::string& model, const PreparedInputs& 
     InvokeOrtRun({s.session.get(), in.names.data(), in.values.data(), in.values.size(), out_names.data(),
                   values.data(), values.size(), shrink_spec});
   } catch (const Ort::Exception& e) {
-    return StatusFromOrt(e, "run of model '" + model + "' on " + s.device.ToString(), s.arena_desc);
+    const std::string where = "run of model '" + model + "' on " + s.device.ToString();
+    // ebb's own device pool says why it refused (ORT only sees a null block).
+    if (std::string why = s.device_pool ? s.device_pool->TakeFailure() : ""; !why.empty()) {
+      return ResourceExhausted(where + ": out of memory: " + why + " (ORT: " + e.what() + ")");
+    }
+    return StatusFromOrt(e, where, s.arena_desc);
   } catch (const std::exception& e) {  // e.g. std::bad_alloc from ORT's C++ glue
     return StatusFromMessage(ORT_FAIL, e.what(), "run of model '" + model + "'", s.arena_desc);
   }
@@ -403,7 +408,10 @@ Result<std::vector<NamedTensor>> Session::Run(const std::vector<NamedTensor>& in
   record.outputs_preallocated = preallocate;
   const bool trim = detail::LeaveArenas(s, record, carried, /*outputs_pinned=*/!preallocate);
   --s.in_flight;
-  if (record.release_wanted) detail::OutputBuffers::Drop();  // the operation ends: its kept buffers go too
+  if (record.release_wanted) {
+    detail::OutputBuffers::Drop();                     // the operation ends: its kept buffers go too
+    if (s.device_pool) s.device_pool->Release();  // and the device pool's kept blocks (env_allocator)
+  }
   if (trim) {
     record.trimmed = true;
     if (Status st = s.ctx->TrimSharedArena(); !st.ok() && status.ok()) status = st;

@@ -364,6 +364,7 @@ std::string Sha256::Hex() {
 
 const char* const kCudaProviderLibraryName = "libonnxruntime_providers_cuda.so";
 const char* const kNvmlLibraryName = "libnvidia-ml.so.1";
+const char* const kCudaRuntimeLibraryName = "libcudart.so.13";
 
 Result<Library> Library::Load(const std::string& path, bool now) {
   dlerror();
