@@ -186,10 +186,11 @@ Status SelectOutputs(const SessionState& s, const std::string& model, const std:
 }
 
 // The idle timer that releases what this session's runs use: only when every
-// arena it allocates from is one the timer can shrink (the shared CPU arena).
+// arena it allocates from is one the timer can shrink (the shared CPU arena;
+// not a CUDA arena, nor an env_allocator device pool).
 IdleReleaser* IdleReleaserFor(const SessionState& s) {
   IdleReleaser* idle = s.ctx->idle();
-  if (!idle || s.gates.empty()) return nullptr;
+  if (!idle || s.gates.empty() || s.device_pool) return nullptr;  // a device pool: released by its runs
   for (const auto& gate : s.gates) {
     if (!gate->can_trim()) return nullptr;
   }
