@@ -359,6 +359,14 @@ std::vector<ArenaStats> Session::ReadOwnArenas() const {
   return stats;
 }
 
+std::optional<ArenaStats> Session::ReadSharedDeviceArena() const {
+  if (state_->shared_device_arena.empty()) return std::nullopt;
+  for (ArenaStats& a : state_->ctx->ReadCudaArenas()) {
+    if (a.name == state_->shared_device_arena) return std::move(a);
+  }
+  return std::nullopt;
+}
+
 Result<std::vector<NamedTensor>> Session::Run(const std::vector<NamedTensor>& inputs, const RunFlags& flags) {
   SessionState& s = *state_;
   const auto start = std::chrono::steady_clock::now();

@@ -141,8 +141,10 @@ void AttachArenas(SessionState& s, const CudaDevice* cuda) {
   const MemoryPolicy& policy = s.ctx->policy();
   if (cuda && cuda->gate) {
     s.gates.push_back(cuda->gate);  // the device's one shared arena: one gate for all its sessions
+    s.shared_device_arena = cuda->arena_name;
   } else if (cuda && cuda->pool) {
     s.device_pool = cuda->pool.get();
+    s.shared_device_arena = cuda->arena_name;
   } else if (cuda) {
     // Through the device API, an arena of its own (ORT refused the shared one): as per_session,
     // read through the device's own memory info.

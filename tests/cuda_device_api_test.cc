@@ -110,6 +110,7 @@ TEST(DeviceApiTest, ACudaLoadFallsBackToCpuWithTheReasonOrIsUnavailableWhenStric
       EXPECT_TRUE(Mentions(reason, "RegisterExecutionProviderLibrary")) << reason;
     }
     EXPECT_TRUE((*lenient)->Run(testing::One("x", testing::RandomTensor({1, 64}))).ok());
+    EXPECT_FALSE((*lenient)->ReadSharedDeviceArena().has_value());
 
     auto strict = (*runtime)->Load(testing::ModelPath("tiny"), {.device = DeviceRequest::Cuda(0), .strict_device = true});
     ASSERT_FALSE(strict.ok());

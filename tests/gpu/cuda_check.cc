@@ -250,12 +250,8 @@ std::shared_ptr<Session> LoadOnCuda(Runtime& runtime, const std::string& model, 
 
 // The CUDA arena the session allocates from: the device's shared arena or pool ("gpu:N:shared",
 // "gpu:N:pool", cuda.arena shared / env_allocator), else its own ("gpu:N:<model>"), if any.
-std::optional<ebb::ArenaStats> DeviceArena(const Runtime& runtime, const Session& session) {
-  const std::string gpu = "gpu:" + std::to_string(session.device().index) + ":";
-  const ebb::MemoryReading reading = runtime.ReadMemory();
-  for (const char* shared : {"shared", "pool"}) {
-    if (auto a = reading.Find(gpu + shared)) return a;
-  }
+std::optional<ebb::ArenaStats> DeviceArena(const Session& session) {
+  if (auto shared = session.ReadSharedDeviceArena()) return shared;
   for (const ebb::ArenaStats& a : session.ReadOwnArenas()) {
     if (a.name.rfind("gpu:", 0) == 0) return a;
   }
@@ -314,7 +310,7 @@ std::optional<OperationTrace> TraceOperation(Runtime& runtime, const std::shared
                                              const std::vector<Tensor>& frames, Report& report) {
   OperationTrace trace;
   trace.after_load = ReadGpu();
-  trace.arena_after_load = DeviceArena(runtime, *session);
+  trace.arena_after_load = DeviceArena(*session);
   trace.peak = trace.after_load;
   ebb::RunObserver observer = [&](const ebb::RunRecord& record) {
     trace.records.push_back(record);
@@ -322,7 +318,7 @@ std::optional<OperationTrace> TraceOperation(Runtime& runtime, const std::shared
     if (trace.records.size() < frames.size()) {
       GpuReading now = ReadGpu();
       if (now.used() > trace.peak.used()) trace.peak = now;
-      auto arena = DeviceArena(runtime, *session);
+      auto arena = DeviceArena(*session);
       if (!trace.arena_peak || Reserved(arena) > Reserved(trace.arena_peak)) trace.arena_peak = arena;
     }
   };
@@ -335,7 +331,7 @@ std::optional<OperationTrace> TraceOperation(Runtime& runtime, const std::shared
   }
   trace.outputs = std::move(*outputs);
   trace.after = ReadGpu();
-  trace.arena_after = DeviceArena(runtime, *session);
+  trace.arena_after = DeviceArena(*session);
   return trace;
 }
 
@@ -430,7 +426,7 @@ void CheckProvider(Report& report) {
   report.Goal("cuda_got_every_conv", cuda_nodes > 0 && !conv_elsewhere);
   auto out = session->Run(Input(*session, Frame(64, 1)));
   if (!out.ok()) return report.Fail("run: " + out.status().ToString());
-  auto arena = DeviceArena(*runtime, *session);
+  auto arena = DeviceArena(*session);
   report.figures()["arena_after_run"] = ToJson(arena);
   report.Goal("run_allocated_from_cuda_arena", arena && arena->allocations > 0);
 }
@@ -950,7 +946,7 @@ void CheckSharedArenaOutOfMemory(Report& report) {
               st.message().find("out of memory") != std::string::npos &&
                   st.message().find("shared CUDA arena of cuda:") != std::string::npos &&
                   st.message().find("cap 64.0 MiB") != std::string::npos);
-  auto arena = DeviceArena(*runtime, *session);
+  auto arena = DeviceArena(*session);
   report.figures()["arena_after_failure"] = ToJson(arena);
   report.Goal("arena_under_its_cap_after", Reserved(arena) <= 64 * kMiB);
   auto next = runtime->Load(ModelFile("waifu2x_scale2x"), OnTarget());
