@@ -623,21 +623,40 @@ void CheckCudaBudget(Report& report) {
   report.Goal("charge_counted_on_cuda", pool.used(device) > 0);
 }
 
+// A runtime whose CUDA arena is capped at `cap`, waifu2x loaded on the target and run once on a
+// full-size frame, which needs more: the run's status in `status` and in the figures. Null when
+// the model could not be loaded (the report says why).
+struct OverTheCap {
+  std::unique_ptr<Runtime> runtime;
+  std::shared_ptr<Session> session;
+  uint64_t loads_before_the_run = 0;
+  ebb::Status status;
+};
+
+std::optional<OverTheCap> RunOverTheCap(Report& report, size_t cap) {
+  MemoryPolicy policy;
+  policy.cuda.arena_settings.max_bytes = cap;
+  report.figures()["cap"] = cap;
+  OverTheCap r;
+  r.runtime = NewRuntime(policy, report);
+  if (!r.runtime) return std::nullopt;
+  r.session = LoadOnCuda(*r.runtime, "waifu2x_scale2x", report);
+  if (!r.session) return std::nullopt;
+  r.loads_before_the_run = r.runtime->load_count();
+  auto out = r.session->Run(Input(*r.session, Frame(g_options.side, 3)));
+  r.status = out.ok() ? ebb::Status::Ok() : out.status();
+  report.figures()["error"] = {{"code", ebb::StatusCodeName(r.status.code())},
+                               {"message", ebb::Clip(r.status.message(), 800)}};
+  return r;
+}
+
 // A device out-of-memory (a tiny CUDA arena cap, which is also gpu_mem_limit) fails the run with
 // kResourceExhausted and a readable message, drops the session from the cache, and the next load works.
 void CheckDeviceOutOfMemory(Report& report) {
   if (auto problem = CudaProblem()) return report.Unusable(*problem);
-  MemoryPolicy policy;
-  policy.cuda.arena_settings.max_bytes = 32 * kMiB;
-  report.figures()["cap"] = policy.cuda.arena_settings.max_bytes;
-  auto runtime = NewRuntime(policy, report);
-  if (!runtime) return;
-  auto session = LoadOnCuda(*runtime, "waifu2x_scale2x", report);
-  if (!session) return;
-  const uint64_t loads = runtime->load_count();
-  auto out = session->Run(Input(*session, Frame(g_options.side, 3)));
-  const ebb::Status st = out.ok() ? ebb::Status::Ok() : out.status();
-  report.figures()["error"] = {{"code", ebb::StatusCodeName(st.code())}, {"message", ebb::Clip(st.message(), 800)}};
+  std::optional<OverTheCap> over = RunOverTheCap(report, 32 * kMiB);
+  if (!over) return;
+  auto& [runtime, session, loads, st] = *over;
   report.Goal("run_failed_resource_exhausted", st.code() == ebb::StatusCode::kResourceExhausted);
   report.Goal("message_says_out_of_memory_on_cuda", st.message().find("out of memory") != std::string::npos &&
                                                         st.message().find("cuda:") != std::string::npos);
@@ -931,16 +950,9 @@ void CheckSharedArenaRelease(Report& report) {
 // arena and its cap), and the next run works: on the same device, in the same arena.
 void CheckSharedArenaOutOfMemory(Report& report) {
   if (auto problem = CudaProblem()) return report.Unusable(*problem);
-  MemoryPolicy policy;
-  policy.cuda.arena_settings.max_bytes = 64 * kMiB;
-  report.figures()["cap"] = policy.cuda.arena_settings.max_bytes;
-  auto runtime = NewRuntime(policy, report);
-  if (!runtime) return;
-  auto session = LoadOnCuda(*runtime, "waifu2x_scale2x", report);
-  if (!session) return;
-  auto out = session->Run(Input(*session, Frame(g_options.side, 3)));
-  const ebb::Status st = out.ok() ? ebb::Status::Ok() : out.status();
-  report.figures()["error"] = {{"code", ebb::StatusCodeName(st.code())}, {"message", ebb::Clip(st.message(), 800)}};
+  std::optional<OverTheCap> over = RunOverTheCap(report, 64 * kMiB);
+  if (!over) return;
+  auto& [runtime, session, loads, st] = *over;
   report.Goal("run_over_the_cap_failed_resource_exhausted", st.code() == ebb::StatusCode::kResourceExhausted);
   report.Goal("message_names_the_shared_cuda_arena_and_its_cap",
               st.message().find("out of memory") != std::string::npos &&
