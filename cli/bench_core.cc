@@ -100,6 +100,7 @@ int64_t DeviceReserved(const Session& session) {
   for (const ArenaStats& a : session.ReadOwnArenas()) {
     if (a.name.rfind("gpu:", 0) == 0) reserved += a.reserved;
   }
+  if (auto shared = session.ReadSharedDeviceArena()) reserved += shared->reserved;  // cuda.arena shared
   return reserved;
 }
 

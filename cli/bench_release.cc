@@ -35,6 +35,7 @@ int64_t ArenaReserved(Runtime& runtime, const Session* session) {
   int64_t reserved = SharedReserved(runtime);
   if (session) {
     for (const ArenaStats& a : session->ReadOwnArenas()) reserved += a.reserved;
+    if (auto shared = session->ReadSharedDeviceArena()) reserved += shared->reserved;  // the shared CUDA arena
   }
   return reserved;
 }

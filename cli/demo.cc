@@ -63,7 +63,9 @@ ArenaUse ReadArenaUse(const Session& session, const MemoryReading& reading) {
   const std::optional<ArenaStats> shared = reading.Find("cpu:shared");
   if (shared && session.device().kind == DeviceKind::kCpu) return {"cpu:shared", shared->reserved, shared->in_use};
   ArenaUse use;
-  for (const ArenaStats& a : session.ReadOwnArenas()) {
+  std::vector<ArenaStats> arenas = session.ReadOwnArenas();
+  if (auto device = session.ReadSharedDeviceArena()) arenas.push_back(*device);  // gpu:N:shared
+  for (const ArenaStats& a : arenas) {
     use.name += (use.name.empty() ? "" : "+") + a.name;
     use.reserved += a.reserved;
     use.in_use += a.in_use;

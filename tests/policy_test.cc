@@ -11,6 +11,8 @@ TEST(MemoryPolicyTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(p.cpu.arena, CpuArenaMode::kShared);
   EXPECT_EQ(p.cpu.arena_settings.extend_strategy, ExtendStrategy::kSameAsRequested);
   EXPECT_EQ(p.cuda.arena_settings.extend_strategy, ExtendStrategy::kSameAsRequested);
+  EXPECT_EQ(p.cuda.arena, CudaArenaMode::kShared);
+  EXPECT_EQ(p.cuda.arena_settings.max_bytes, 0u);  // no cap unless the policy sets one
   EXPECT_TRUE(p.weights_outside_arena);
   EXPECT_FALSE(p.strict_device);
   EXPECT_FALSE(p.memory_pattern);
@@ -42,6 +44,27 @@ TEST(MemoryPolicyTest, ParsesTheGraphOptimizationLevelAndTheOptimizedModelCache)
   auto again = ParseMemoryPolicy(MemoryPolicyToJson(*p));
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(MemoryPolicyToJson(*again), MemoryPolicyToJson(*p));
+}
+
+TEST(MemoryPolicyTest, ParsesTheCudaArenaMode) {
+  for (const char* mode : {"shared", "per_session", "env_allocator"}) {
+    auto p = ParseMemoryPolicy(std::string(R"({"cuda": {"arena": ")") + mode +
+                               R"(", "arena_settings": {"max_bytes": 268435456}}})");
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    EXPECT_STREQ(CudaArenaModeName(p->cuda.arena), mode);
+    EXPECT_EQ(p->cuda.arena_settings.max_bytes, 268435456u);
+    auto again = ParseMemoryPolicy(MemoryPolicyToJson(*p));
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(again->cuda.arena, p->cuda.arena);
+  }
+  EXPECT_NE(MemoryPolicyToJson(MemoryPolicy{}).find(R"("arena": "shared")"), std::string::npos);
+  for (const char* bad : {R"({"cuda": {"arena": "none"}})", R"({"cuda": {"arena": "Shared"}})",
+                          R"({"cuda": {"arena": 1}})", R"({"cuda": {"arena": null}})"}) {
+    auto p = ParseMemoryPolicy(bad);
+    ASSERT_FALSE(p.ok()) << bad;
+    EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(p.status().message(), "policy.cuda.arena must be one of: shared, per_session, env_allocator") << bad;
+  }
 }
 
 TEST(MemoryPolicyTest, EmptyObjectKeepsDefaults) {

@@ -47,6 +47,17 @@ enum class CpuArenaMode {
   kNone,        // no arena: plain malloc/free per tensor; nothing to release, runs are never shrunk
 };
 
+// Where a CUDA session's device tensors are allocated (docs/memory-policy.md, "The shared CUDA arena").
+enum class CudaArenaMode {
+  kShared,        // one capped arena per device, shared by every CUDA session of that device, made
+                  // through ORT's device API (RegisterExecutionProviderLibrary, CreateSharedAllocator)
+                  // and released at the end of each operation (default)
+  kPerSession,    // ORT's own arena per CUDA session (the legacy CUDA options): no cap across sessions
+  kEnvAllocator,  // one capped pool of device memory per device, ebb's own allocator registered in the
+                  // env (RegisterAllocator), given back at the end of each operation; the second route,
+                  // for measuring against kShared on a GPU
+};
+
 enum class ConvAlgoSearch { kExhaustive, kHeuristic, kDefault };
 
 // ONNX Runtime's graph optimization level: how much ORT rewrites a model when
@@ -103,13 +114,19 @@ struct CpuPolicy {
 };
 
 struct CudaPolicy {
+  // Shared by default: without it every CUDA session grows its own arena and device memory only
+  // grows with the number of sessions. Where the device API cannot give a shared arena (the CUDA
+  // provider refuses CreateSharedAllocator) the sessions get their own arenas, with a warning.
+  CudaArenaMode arena = CudaArenaMode::kShared;
+  // For kShared and kEnvAllocator: max_bytes caps the device's one arena or pool (0: no cap).
+  // For kPerSession: each session's arena (and gpu_mem_limit).
   ArenaPolicy arena_settings;
   // Heuristic by default: exhaustive search may allocate a workspace of up to
   // most of the free device memory while it searches.
   ConvAlgoSearch conv_algo_search = ConvAlgoSearch::kHeuristic;
   // Let cuDNN use its maximum workspace. Off by default for the same reason.
-  // Only settable through ORT's V2 CUDA options, which the ORT 1.29 CPU core
-  // build does not offer: ebb logs a warning when it is asked for there.
+  // Settable through the device API's provider options (kShared, kEnvAllocator);
+  // the legacy options of kPerSession do not have it: ebb logs a warning there.
   bool conv_use_max_workspace = false;
 };
 
@@ -177,6 +194,7 @@ std::string MemoryPolicyToJson(const MemoryPolicy& policy);
 const char* ReleaseModeName(ReleaseMode mode);
 std::optional<ReleaseMode> ParseReleaseMode(std::string_view name);
 const char* GraphOptimizationName(GraphOptimization level);  // "all", "extended", "basic", "disabled"
+const char* CudaArenaModeName(CudaArenaMode mode);            // "shared", "per_session", "env_allocator"
 std::optional<GraphOptimization> ParseGraphOptimization(std::string_view name);
 
 }  // namespace ebb

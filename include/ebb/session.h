@@ -167,6 +167,11 @@ class Session {
   // Statistics of this session's own arenas (a shared arena is reported by the
   // Runtime, not here).
   std::vector<ArenaStats> ReadOwnArenas() const;
+  // Statistics of the device's shared CUDA arena or pool this session's runs
+  // allocate from ("gpu:N:shared", "gpu:N:pool": MemoryPolicy's cuda.arena
+  // shared or env_allocator), shared with the device's other CUDA sessions;
+  // nullopt for a CPU session or one with a CUDA arena of its own.
+  std::optional<ArenaStats> ReadSharedDeviceArena() const;
 
   // Internal: built by the Runtime.
   explicit Session(std::unique_ptr<detail::SessionState> state);

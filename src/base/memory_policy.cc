@@ -41,6 +41,9 @@ const EnumNames<ReleaseMode> kRelease{{{ReleaseMode::kOperationEnd, "operation_e
 const EnumNames<CpuArenaMode> kCpuArena{{{CpuArenaMode::kShared, "shared"},
                                          {CpuArenaMode::kPerSession, "per_session"},
                                          {CpuArenaMode::kNone, "none"}}};
+const EnumNames<CudaArenaMode> kCudaArena{{{CudaArenaMode::kShared, "shared"},
+                                           {CudaArenaMode::kPerSession, "per_session"},
+                                           {CudaArenaMode::kEnvAllocator, "env_allocator"}}};
 const EnumNames<GraphOptimization> kGraphOptimization{{{GraphOptimization::kAll, "all"},
                                                        {GraphOptimization::kExtended, "extended"},
                                                        {GraphOptimization::kBasic, "basic"},
@@ -147,7 +150,8 @@ Result<MemoryPolicy> ParseMemoryPolicy(std::string_view json_text) {
   };
   FieldReader cuda = [&p](const json& v, const std::string& where) {
     return ReadObject(v, where,
-                      {{"arena_settings", Arena(&p.cuda.arena_settings)},
+                      {{"arena", Enum(kCudaArena, &p.cuda.arena)},
+                       {"arena_settings", Arena(&p.cuda.arena_settings)},
                        {"conv_algo_search", Enum(kConvSearch, &p.cuda.conv_algo_search)},
                        {"conv_use_max_workspace", Bool(&p.cuda.conv_use_max_workspace)}});
   };
@@ -177,7 +181,8 @@ std::string MemoryPolicyToJson(const MemoryPolicy& p) {
   json j = {
       {"cpu", {{"arena", kCpuArena.Name(p.cpu.arena)}, {"arena_settings", ArenaToJson(p.cpu.arena_settings)}}},
       {"cuda",
-       {{"arena_settings", ArenaToJson(p.cuda.arena_settings)},
+       {{"arena", kCudaArena.Name(p.cuda.arena)},
+        {"arena_settings", ArenaToJson(p.cuda.arena_settings)},
         {"conv_algo_search", kConvSearch.Name(p.cuda.conv_algo_search)},
         {"conv_use_max_workspace", p.cuda.conv_use_max_workspace}}},
       {"weights_outside_arena", p.weights_outside_arena},
@@ -200,6 +205,7 @@ std::string MemoryPolicyToJson(const MemoryPolicy& p) {
 const char* ReleaseModeName(ReleaseMode mode) { return kRelease.Name(mode); }
 std::optional<ReleaseMode> ParseReleaseMode(std::string_view name) { return kRelease.Parse(name); }
 const char* GraphOptimizationName(GraphOptimization level) { return kGraphOptimization.Name(level); }
+const char* CudaArenaModeName(CudaArenaMode mode) { return kCudaArena.Name(mode); }
 std::optional<GraphOptimization> ParseGraphOptimization(std::string_view name) {
   return kGraphOptimization.Parse(name);
 }

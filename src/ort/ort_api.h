@@ -45,11 +45,15 @@ struct OrtRun {
   std::string shrink_spec;
 };
 // Throws Ort::Exception on failure (callers translate with StatusFromOrt).
-void InvokeOrtRun(const OrtRun& run);// Reads an ORT arena's statistics through a session that uses it.
+void InvokeOrtRun(const OrtRun& run);
+
+// Reads an ORT arena's statistics through a session that uses it.
 std::optional<ArenaStats> ReadArenaStats(const Ort::Session& session, const Ort::MemoryInfo& info,
                                          const std::string& name);
 // The same through an allocator handle on the arena (kept by its owner, so not made per read).
-std::optional<ArenaStats> ReadArenaStats(const Ort::Allocator& allocator, const std::string& name);// An arena that belongs to one session only (per-session CPU arena, CUDA).
+std::optional<ArenaStats> ReadArenaStats(const OrtAllocator* allocator, const std::string& name);
+
+// An arena that belongs to one session only (per-session CPU arena, CUDA).
 struct OwnArena {
   std::string prefix;  // "cpu:", "gpu:0:"; the arena is reported as prefix + the model's name
   Ort::MemoryInfo info{nullptr};

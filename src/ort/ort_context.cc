@@ -10,6 +10,7 @@
 
 #include "ebb/tensor.h"
 #include "log.h"
+#include "cuda_runtime.h"
 #include "ort_api.h"
 #include "port.h"
 
@@ -69,7 +70,101 @@ int64_t StatValue(const std::unordered_map<std::string, std::string>& stats, con
   return it == stats.end() ? 0 : std::stoll(it->second);
 }
 
+// --- The CUDA device through ORT's device API ----------------------------------------------------
+
+constexpr const char* kCudaRegistration = "ebb_cuda";
+constexpr const char* kCudaEpName = "CUDAExecutionProvider";
+
+// Only one Runtime at a time may own a device's shared arena or pool: they live in ORT's one env,
+// and a second CreateSharedAllocator for the device would replace the first under its sessions.
+std::mutex g_cuda_owners_mu;
+std::map<int, const void*> g_cuda_owners;  // device index -> owning RuntimeContext
+
+// The arena options of CreateSharedAllocator (ORT's OrtArenaCfg keys, "arena.*"). No max_mem
+// without a cap: ORT reads 0 as a cap of nothing.
+Ort::KeyValuePairs SharedArenaOptions(const ArenaPolicy& a) {
+  Ort::KeyValuePairs kv;
+  kv.Add("arena.extend_strategy", a.extend_strategy == ExtendStrategy::kSameAsRequested ? "1" : "0");
+  kv.Add("arena.initial_chunk_size_bytes", std::to_string(a.initial_chunk_bytes).c_str());
+  kv.Add("arena.initial_growth_chunk_size_bytes", std::to_string(a.initial_growth_chunk_bytes).c_str());
+  kv.Add("arena.max_dead_bytes_per_chunk", std::to_string(a.max_dead_bytes_per_chunk).c_str());
+  if (a.max_bytes) kv.Add("arena.max_mem", std::to_string(a.max_bytes).c_str());
+  return kv;
+}
+
+// The OrtEpDevices of the CUDA provider, in ORT's order, and the one for cuda:`index`: the device
+// whose options or metadata name that `device_id`, else the index-th (ORT lists one per GPU, in
+// the CUDA ordinal's order).
+const OrtEpDevice* FindCudaEpDevice(const Ort::Env& env, int index, size_t* count) {
+  std::vector<Ort::ConstEpDevice> cuda;
+  for (const Ort::ConstEpDevice& d : env.GetEpDevices()) {
+    if (std::strcmp(d.EpName(), kCudaEpName) == 0) cuda.push_back(d);
+  }
+  *count = cuda.size();
+  const std::string wanted = std::to_string(index);
+  for (const Ort::ConstEpDevice& d : cuda) {
+    for (const Ort::ConstKeyValuePairs& kv : {d.EpOptions(), d.EpMetadata()}) {
+      const char* id = kv ? kv.GetValue("device_id") : nullptr;
+      if (id && wanted == id) return d;
+    }
+  }
+  return index >= 0 && static_cast<size_t>(index) < cuda.size() ? static_cast<const OrtEpDevice*>(cuda[index]) : nullptr;
+}
+
+// ebb's DevicePool as an ORT allocator (RegisterAllocator): what `cuda.arena: env_allocator` puts
+// in the env for the device's memory.
+struct PoolAllocator : OrtAllocator {
+  DevicePool* pool = nullptr;
+  const OrtMemoryInfo* info = nullptr;  // the device's memory info, owned by its OrtEpDevice
+  std::string name;
+};
+
+void* ORT_API_CALL PoolAlloc(OrtAllocator* self, size_t size) { return static_cast<PoolAllocator*>(self)->pool->Allocate(size); }
+void ORT_API_CALL PoolFree(OrtAllocator* self, void* p) { static_cast<PoolAllocator*>(self)->pool->Free(p); }
+const OrtMemoryInfo* ORT_API_CALL PoolInfo(const OrtAllocator* self) { return static_cast<const PoolAllocator*>(self)->info; }
+OrtStatus* ORT_API_CALL PoolStats(const OrtAllocator* self, OrtKeyValuePairs** out) noexcept {
+  const auto* a = static_cast<const PoolAllocator*>(self);
+  const ArenaStats s = a->pool->Stats(a->name);
+  const OrtApi& api = Ort::GetApi();
+  api.CreateKeyValuePairs(out);
+  for (const auto& [key, value] : {std::pair<const char*, int64_t>{"Limit", s.limit}, {"InUse", s.in_use},
+                                   {"TotalAllocated", s.reserved}, {"MaxInUse", s.peak_in_use},
+                                   {"NumAllocs", s.allocations}, {"NumArenaExtensions", s.regions},
+                                   {"NumArenaShrinkages", s.shrinks}}) {
+    api.AddKeyValuePair(*out, key, std::to_string(value).c_str());
+  }
+  return nullptr;
+}
+OrtStatus* ORT_API_CALL PoolShrink(OrtAllocator* self) noexcept {
+  static_cast<PoolAllocator*>(self)->pool->Release();
+  return nullptr;
+}
+
+std::unique_ptr<OrtAllocator> NewPoolAllocator(DevicePool* pool, const OrtMemoryInfo* info, std::string name) {
+  auto a = std::make_unique<PoolAllocator>();
+  std::memset(static_cast<OrtAllocator*>(a.get()), 0, sizeof(OrtAllocator));
+  a->version = ORT_API_VERSION;
+  a->Alloc = PoolAlloc;
+  a->Free = PoolFree;
+  a->Info = PoolInfo;
+  a->Reserve = PoolAlloc;
+  a->GetStats = PoolStats;
+  a->Shrink = PoolShrink;
+  a->pool = pool;
+  a->info = info;
+  a->name = std::move(name);
+  return a;
+}
+
 }  // namespace
+
+std::string CudaProviderLibraryPath() {
+  const std::string library = port::LibraryPathOf(OrtGetApiBase());
+  if (library.empty()) return port::kCudaProviderLibraryName;
+  // In the system's own separators (one kind, not ORT's '/' then '\\' on Windows): shown to people.
+  return port::NativePath(port::Utf8FromPath(port::PathFromUtf8(library).parent_path()) + "/" +
+                          port::kCudaProviderLibraryName);
+}
 
 std::string FormatBytes(int64_t bytes) {
   char buf[64];
@@ -195,6 +290,18 @@ RuntimeContext::RuntimeContext(const MemoryPolicy& policy) : policy_(policy) {}
 
 RuntimeContext::~RuntimeContext() {
   idle_.reset();
+  // The device memory this Runtime made: its sessions are gone (each holds the context).
+  for (auto& [index, d] : cuda_devices_) {
+    try {
+      if (d->shared_arena) env_->ReleaseSharedAllocator(d->ep_device, OrtDeviceMemoryType_DEFAULT);
+      if (d->pool_allocator) env_->UnregisterAllocator(d->pool_allocator->Info(d->pool_allocator.get()));
+    } catch (const Ort::Exception&) {
+      // The env goes away with us, or another Runtime shares it: nothing to do.
+    }
+    std::lock_guard<std::mutex> owners(g_cuda_owners_mu);
+    if (auto it = g_cuda_owners.find(index); it != g_cuda_owners.end() && it->second == this) g_cuda_owners.erase(it);
+  }
+  cuda_devices_.clear();
   shared_allocator_.reset();  // it belongs to the trim session
   trim_session_.reset();
   if (registered_) {
@@ -235,10 +342,119 @@ void RuntimeContext::set_cuda_unavailable(const std::string& reason) {
   cuda_unavailable_ = reason;
 }
 
+Result<const CudaDevice*> RuntimeContext::CudaDeviceFor(int index, const std::string& library) {
+  std::lock_guard<std::mutex> lock(cuda_mu_);
+  if (cuda_unavailable_) return Unavailable(*cuda_unavailable_);
+  if (auto it = cuda_devices_.find(index); it != cuda_devices_.end()) return it->second.get();
+  size_t count = 0;
+  if (!cuda_library_registered_) {
+    try {
+      env_->RegisterExecutionProviderLibrary(kCudaRegistration, port::OrtPath(library));
+    } catch (const Ort::Exception& e) {
+      // Registered already in this env (by another Runtime sharing ORT's one env) is no failure.
+      if (!FindCudaEpDevice(*env_, index, &count) && count == 0) {
+        cuda_unavailable_ = std::string("RegisterExecutionProviderLibrary: ") + e.what();
+        return Unavailable(*cuda_unavailable_);
+      }
+    }
+    cuda_library_registered_ = true;
+  }
+  const OrtEpDevice* ep_device = nullptr;
+  try {
+    ep_device = FindCudaEpDevice(*env_, index, &count);
+  } catch (const Ort::Exception& e) {
+    return Unavailable(std::string("GetEpDevices: ") + e.what());
+  }
+  if (!ep_device) {
+    // About this index only (CUDA may serve another): not recorded for every device.
+    return Unavailable("the CUDA provider lists " + std::to_string(count) + " device(s); there is no cuda:" +
+                       std::to_string(index) + " (invalid device ordinal)");
+  }
+  auto device = std::make_unique<CudaDevice>();
+  device->index = index;
+  device->ep_device = ep_device;
+  const ArenaPolicy& a = policy_.cuda.arena_settings;
+  device->cap = a.max_bytes;
+  const std::string gpu = "gpu:" + std::to_string(index);
+  {
+    std::lock_guard<std::mutex> owners(g_cuda_owners_mu);
+    auto [it, inserted] = g_cuda_owners.emplace(index, this);
+    if (!inserted && it->second != this) {
+      device->refused = "another ebb::Runtime in this process owns the shared memory of cuda:" + std::to_string(index);
+    }
+  }
+  if (device->refused.empty() && policy_.cuda.arena == CudaArenaMode::kShared) {
+    try {
+      Ort::UnownedAllocator arena =
+          env_->CreateSharedAllocator(ep_device, OrtDeviceMemoryType_DEFAULT, OrtArenaAllocator, SharedArenaOptions(a));
+      device->shared_arena = arena;
+      device->arena_name = gpu + ":shared";
+      device->gate = std::make_shared<ArenaGate>(gpu, /*can_trim=*/false);
+    } catch (const Ort::Exception& e) {
+      device->refused = std::string("CreateSharedAllocator refused the CUDA device: ") + e.what();
+    }
+  } else if (device->refused.empty() && policy_.cuda.arena == CudaArenaMode::kEnvAllocator) {
+    const OrtMemoryInfo* info = Ort::GetApi().EpDevice_MemoryInfo(ep_device, OrtDeviceMemoryType_DEFAULT);
+    Result<DevicePool::Backend> backend = CudaRuntimeBackend(index);
+    if (!info) {
+      device->refused = "the CUDA device names no device memory (EpDevice_MemoryInfo)";
+    } else if (!backend.ok()) {
+      device->refused = backend.status().message();
+    } else {
+      device->pool = std::make_unique<DevicePool>(std::move(backend).value(), a.max_bytes);
+      device->arena_name = gpu + ":pool";
+      device->pool_allocator = NewPoolAllocator(device->pool.get(), info, device->arena_name);
+      try {
+        try {
+          env_->RegisterAllocator(device->pool_allocator.get());
+        } catch (const Ort::Exception&) {
+          // The device's default shared allocator (made when the library was registered) holds
+          // that memory info: release it, then register ours in its place.
+          env_->ReleaseSharedAllocator(ep_device, OrtDeviceMemoryType_DEFAULT);
+          env_->RegisterAllocator(device->pool_allocator.get());
+        }
+      } catch (const Ort::Exception& e) {
+        device->refused = std::string("RegisterAllocator refused the pool: ") + e.what();
+        device->pool_allocator.reset();
+        device->pool.reset();
+        device->arena_name.clear();
+      }
+    }
+  }
+  if (!device->refused.empty()) {
+    LogWarning("cuda:" + std::to_string(index) + ": no " + CudaArenaModeName(policy_.cuda.arena) +
+               " CUDA memory (" + device->refused + "); its CUDA sessions get their own arenas");
+  }
+  const CudaDevice* made = device.get();
+  cuda_devices_[index] = std::move(device);
+  return made;
+}
+
+std::vector<ArenaStats> RuntimeContext::ReadCudaArenas() const {
+  std::vector<ArenaStats> arenas;
+  std::lock_guard<std::mutex> lock(cuda_mu_);
+  for (const auto& [index, d] : cuda_devices_) {
+    if (d->shared_arena) {
+      if (auto a = ReadArenaStats(d->shared_arena, d->arena_name)) arenas.push_back(*a);
+    } else if (d->pool) {
+      arenas.push_back(d->pool->Stats(d->arena_name));
+    }
+  }
+  return arenas;
+}
+
+void RuntimeContext::ReleaseDevicePools() {
+  std::lock_guard<std::mutex> lock(cuda_mu_);
+  for (const auto& [index, d] : cuda_devices_) {
+    if (d->pool) d->pool->Release();
+  }
+}
+
 void RuntimeContext::TrimHeap(bool force) {
   // Every path that gives memory back comes here (a releasing run, Runtime::Trim, an operation that
   // failed or was cancelled, an unload): the output buffers kept for the next run go too.
   OutputBuffers::Drop();
+  if (force) ReleaseDevicePools();
   if (!policy_.trim_heap_after_release) return;
   if (!force) {
     if (std::optional<int64_t> shrinks = SharedArenaShrinks()) {
@@ -278,9 +494,11 @@ std::optional<ArenaStats> ReadArenaStats(const Ort::Session& session, const Ort:
   }
 }
 
-std::optional<ArenaStats> ReadArenaStats(const Ort::Allocator& allocator, const std::string& name) {
+std::optional<ArenaStats> ReadArenaStats(const OrtAllocator* allocator, const std::string& name) {
   try {
-    auto stats = allocator.GetStats().GetKeyValuePairs();
+    OrtKeyValuePairs* raw = nullptr;
+    Ort::ThrowOnError(Ort::GetApi().AllocatorGetStats(allocator, &raw));
+    auto stats = Ort::KeyValuePairs(raw).GetKeyValuePairs();
     if (stats.empty()) return std::nullopt;  // not an arena
     ArenaStats a;
     a.name = name;

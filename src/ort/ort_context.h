@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -14,10 +15,13 @@
 #include "ebb/memory_policy.h"
 #include "idle_release.h"
 #include "ebb/memory_stats.h"
+#include "device_pool.h"
 #include "ebb/status.h"
 #include "optimized_model_cache.h"
 
 // ONNX Runtime's classes, named only (ort_api.h includes their definitions).
+struct OrtAllocator;
+struct OrtEpDevice;
 namespace Ort {
 struct Allocator;
 struct Env;
@@ -25,6 +29,30 @@ struct Session;
 }  // namespace Ort
 
 namespace ebb::detail {
+
+// The CUDA provider library's path: beside ORT's own library (where ORT looks for it).
+std::string CudaProviderLibraryPath();
+
+// One CUDA device reached through ORT's device API (RegisterExecutionProviderLibrary, GetEpDevices)
+// for the policy's `cuda.arena` `shared` or `env_allocator`, with the device memory that every CUDA
+// session of the device shares. Made once per device by RuntimeContext::CudaDeviceFor.
+struct CudaDevice {
+  int index = 0;
+  const OrtEpDevice* ep_device = nullptr;  // owned by the env (the registered library)
+  // `shared`: the arena CreateSharedAllocator made for the device (owned by the env).
+  OrtAllocator* shared_arena = nullptr;
+  // `env_allocator`: ebb's pool, registered in the env (RegisterAllocator) through `pool_allocator`.
+  std::unique_ptr<DevicePool> pool;
+  std::unique_ptr<OrtAllocator> pool_allocator;
+  // The shared arena's entry in the shrink list (gpu:N), one gate for every session of the device;
+  // null without a shared arena.
+  std::shared_ptr<ArenaGate> gate;
+  // Why neither is there when the policy asked for one (ORT refused it): the device's sessions
+  // then get their own arenas, as with `per_session`.
+  std::string refused;
+  std::string arena_name;  // "gpu:0:shared", "gpu:0:pool"
+  size_t cap = 0;          // cuda.arena_settings.max_bytes (0: none)
+};
 
 // State shared by a Runtime and every session it created.
 class RuntimeContext {
@@ -70,6 +98,17 @@ class RuntimeContext {
   std::optional<std::string> cuda_unavailable() const;
   void set_cuda_unavailable(const std::string& reason);
 
+  // Device `index` through ORT's device API: registers the CUDA provider library (once), finds
+  // its OrtEpDevice for cuda:`index` and makes the device's shared arena or pool as the policy
+  // says (once per device). Errors: the library cannot be registered (no GPU, no CUDA runtime;
+  // also recorded as cuda_unavailable()), or the provider lists no device `index`. `library` is
+  // the provider library's path (tests name a missing one).
+  Result<const CudaDevice*> CudaDeviceFor(int index, const std::string& library = CudaProviderLibraryPath());
+  // The shared CUDA arenas' and pools' figures ("gpu:N:shared", "gpu:N:pool").
+  std::vector<ArenaStats> ReadCudaArenas() const;
+  // Gives every CUDA pool's kept blocks back (`env_allocator`; the end of an operation).
+  void ReleaseDevicePools();
+
  private:
   explicit RuntimeContext(const MemoryPolicy& policy);  // out of line: ORT's classes are incomplete here
 
@@ -85,6 +124,8 @@ class RuntimeContext {
   bool registered_ = false;
   mutable std::mutex cuda_mu_;
   std::optional<std::string> cuda_unavailable_;  // guarded by cuda_mu_
+  bool cuda_library_registered_ = false;         // guarded by cuda_mu_
+  std::map<int, std::unique_ptr<CudaDevice>> cuda_devices_;  // guarded by cuda_mu_; never erased
   std::unique_ptr<IdleReleaser> idle_;  // last: its thread stops before the rest goes
 };
 

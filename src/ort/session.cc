@@ -164,10 +164,11 @@ Status SelectOutputs(const SessionState& s, const std::string& model, const std:
 }
 
 // The idle timer that releases what this session's runs use: only when every
-// arena it allocates from is one the timer can shrink (the shared CPU arena).
+// arena it allocates from is one the timer can shrink (the shared CPU arena;
+// not a CUDA arena, nor an env_allocator device pool).
 IdleReleaser* IdleReleaserFor(const SessionState& s) {
   IdleReleaser* idle = s.ctx->idle();
-  if (!idle || s.gates.empty()) return nullptr;
+  if (!idle || s.gates.empty() || s.device_pool) return nullptr;  // a device pool: released by its runs
   for (const auto& gate : s.gates) {
     if (!gate->can_trim()) return nullptr;
   }
@@ -266,7 +267,12 @@ Status RunOnce(SessionState& s, const std::string& model, const PreparedInputs& 
     InvokeOrtRun({s.session.get(), in.names.data(), in.values.data(), in.values.size(), out_names.data(),
                   values.data(), values.size(), shrink_spec});
   } catch (const Ort::Exception& e) {
-    return StatusFromOrt(e, "run of model '" + model + "' on " + s.device.ToString(), s.arena_desc);
+    const std::string where = "run of model '" + model + "' on " + s.device.ToString();
+    // ebb's own device pool says why it refused (ORT only sees a null block).
+    if (std::string why = s.device_pool ? s.device_pool->TakeFailure() : ""; !why.empty()) {
+      return ResourceExhausted(where + ": out of memory: " + why + " (ORT: " + e.what() + ")");
+    }
+    return StatusFromOrt(e, where, s.arena_desc);
   } catch (const std::exception& e) {  // e.g. std::bad_alloc from ORT's C++ glue
     return StatusFromMessage(ORT_FAIL, e.what(), "run of model '" + model + "'", s.arena_desc);
   }
@@ -342,6 +348,14 @@ std::vector<ArenaStats> Session::ReadOwnArenas() const {
   return stats;
 }
 
+std::optional<ArenaStats> Session::ReadSharedDeviceArena() const {
+  if (state_->shared_device_arena.empty()) return std::nullopt;
+  for (ArenaStats& a : state_->ctx->ReadCudaArenas()) {
+    if (a.name == state_->shared_device_arena) return std::move(a);
+  }
+  return std::nullopt;
+}
+
 Result<std::vector<NamedTensor>> Session::Run(const std::vector<NamedTensor>& inputs, const RunFlags& flags) {
   SessionState& s = *state_;
   const auto start = std::chrono::steady_clock::now();
@@ -404,7 +418,10 @@ Result<std::vector<NamedTensor>> Session::Run(const std::vector<NamedTensor>& in
     overlapped = !alone_until && detail::Overlapped(s, entries);
     const bool trim = detail::LeaveArenas(s, record, carried, /*outputs_pinned=*/!preallocate);
     --s.in_flight;
-    if (record.release_wanted) detail::OutputBuffers::Drop();  // the operation ends: its kept buffers go too
+    if (record.release_wanted) {
+      detail::OutputBuffers::Drop();                 // the operation ends: its kept buffers go too
+      if (s.device_pool) s.device_pool->Release();  // and the device pool's kept blocks (env_allocator)
+    }
     if (trim) {
       record.trimmed = true;
       if (Status st = s.ctx->TrimSharedArena(); !st.ok() && status.ok()) status = st;

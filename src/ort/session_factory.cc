@@ -64,6 +64,26 @@ void AppendCuda(Ort::SessionOptions& options, const CudaPolicy& policy, int devi
   options.AppendExecutionProvider_CUDA(cuda);
 }
 
+// Appends the CUDA provider through ORT's device API (`cuda.arena` shared or env_allocator): the
+// device's OrtEpDevice, with the CUDA provider's options as text. With the device's shared arena
+// or pool in the env, the session takes it (session.use_env_allocators); the options' arena
+// settings then only shape an arena of its own where ORT refused the shared one.
+void AppendCudaDevice(Ort::SessionOptions& options, Ort::Env& env, const CudaDevice& device, const CudaPolicy& policy) {
+  const ArenaPolicy& a = policy.arena_settings;
+  std::unordered_map<std::string, std::string> cuda = {
+      {"device_id", std::to_string(device.index)},
+      {"arena_extend_strategy",
+       a.extend_strategy == ExtendStrategy::kSameAsRequested ? "kSameAsRequested" : "kNextPowerOfTwo"},
+      {"cudnn_conv_algo_search", policy.conv_algo_search == ConvAlgoSearch::kExhaustive  ? "EXHAUSTIVE"
+                                 : policy.conv_algo_search == ConvAlgoSearch::kHeuristic ? "HEURISTIC"
+                                                                                          : "DEFAULT"},
+      {"cudnn_conv_use_max_workspace", policy.conv_use_max_workspace ? "1" : "0"},
+      {"do_copy_in_default_stream", "1"}};
+  if (a.max_bytes) cuda["gpu_mem_limit"] = std::to_string(a.max_bytes);
+  if (device.shared_arena || device.pool) options.AddConfigEntry(kOrtSessionOptionsConfigUseEnvAllocators, "1");
+  options.AppendExecutionProvider_V2(env, {Ort::ConstEpDevice(device.ep_device)}, cuda);
+}
+
 // Whether a CUDA failure is about the one device index asked for (CUDA's "invalid device ordinal",
 // ORT's own "Invalid device ID"), not about CUDA on this machine: such a failure must not make the
 // context give up on CUDA for every device.
@@ -116,10 +136,26 @@ Status FillSignature(SessionState& s) {
 }
 
 // Records the arenas the session's runs allocate from, in the order their
-// entries go into the shrink list (device arena first).
-void AttachArenas(SessionState& s) {
+// entries go into the shrink list (device arena first). `cuda` is the device
+// through the device API, when the session was made that way.
+void AttachArenas(SessionState& s, const CudaDevice* cuda) {
   const MemoryPolicy& policy = s.ctx->policy();
-  if (s.device.kind == DeviceKind::kCuda) {
+  if (cuda && cuda->gate) {
+    s.gates.push_back(cuda->gate);  // the device's one shared arena: one gate for all its sessions
+    s.shared_device_arena = cuda->arena_name;
+  } else if (cuda && cuda->pool) {
+    s.device_pool = cuda->pool.get();
+    s.shared_device_arena = cuda->arena_name;
+  } else if (cuda) {
+    // Through the device API, an arena of its own (ORT refused the shared one): as per_session,
+    // read through the device's own memory info.
+    s.gates.push_back(std::make_shared<ArenaGate>("gpu:" + std::to_string(s.device.index), /*can_trim=*/false));
+    Ort::ConstMemoryInfo m(Ort::GetApi().EpDevice_MemoryInfo(cuda->ep_device, OrtDeviceMemoryType_DEFAULT));
+    s.own_arenas.push_back({"gpu:" + std::to_string(s.device.index) + ":",
+                            m ? Ort::MemoryInfo(m.GetAllocatorName().c_str(), OrtArenaAllocator, m.GetDeviceId(),
+                                                OrtMemTypeDefault)
+                              : Ort::MemoryInfo("Cuda", OrtArenaAllocator, s.device.index, OrtMemTypeDefault)});
+  } else if (s.device.kind == DeviceKind::kCuda) {
     s.gates.push_back(std::make_shared<ArenaGate>("gpu:" + std::to_string(s.device.index), /*can_trim=*/false));
     s.own_arenas.push_back(
         {"gpu:" + std::to_string(s.device.index) + ":",
@@ -139,7 +175,15 @@ void AttachArenas(SessionState& s) {
       s.arena_desc = "CPU heap (no arena)";
       break;
   }
-  if (s.device.kind == DeviceKind::kCuda) s.arena_desc = "CUDA arena of " + s.device.ToString();
+  if (s.device.kind != DeviceKind::kCuda) return;
+  const std::string cap = cuda && cuda->cap ? " (cap " + FormatBytes(static_cast<int64_t>(cuda->cap)) + ")" : "";
+  if (cuda && cuda->gate) {
+    s.arena_desc = "shared CUDA arena of " + s.device.ToString() + cap;
+  } else if (cuda && cuda->pool) {
+    s.arena_desc = "CUDA memory pool of " + s.device.ToString() + cap;
+  } else {
+    s.arena_desc = "CUDA arena of " + s.device.ToString();
+  }
 }
 
 std::unique_ptr<Ort::Session> NewSession(Ort::Env& env, const ModelSource& source,
@@ -284,29 +328,45 @@ Result<std::unique_ptr<SessionState>> BuildSession(const std::shared_ptr<Runtime
   const std::string where = "loading model '" + spec.name + "'";
   const MemoryPolicy& policy = ctx->policy();
 
+  const CudaDevice* cuda_device = nullptr;  // through the device API (cuda.arena shared, env_allocator)
   if (spec.device.kind != DeviceRequest::Kind::kCpu) {
     const int index = spec.device.index;
     std::string reason = ctx->cuda_unavailable().value_or("");
-    if (reason.empty()) {
-      Ort::SessionOptions options = BaseOptions(policy);
-      Ort::ArenaCfg arena_cfg(nullptr);
+    Ort::SessionOptions options = BaseOptions(policy);
+    Ort::ArenaCfg arena_cfg(nullptr);
+    if (reason.empty() && policy.cuda.arena == CudaArenaMode::kPerSession) {
       try {
         AppendCuda(options, policy.cuda, index, arena_cfg);
       } catch (const Ort::Exception& e) {
         reason = e.what();  // no provider library: the same for every later load
         if (!NamesOneDevice(reason)) ctx->set_cuda_unavailable(reason);
       }
-      if (reason.empty()) {
+    } else if (reason.empty()) {
+      // Registering the provider library fails at once and cleanly without a GPU or the CUDA
+      // runtime (CudaDeviceFor records that for every later load); a missing index only for it.
+      Result<const CudaDevice*> device = ctx->CudaDeviceFor(index);
+      if (!device.ok()) {
+        reason = device.status().message();
+      } else {
         try {
-          s->session = NewSession(ctx->env(), source, options);
-          s->device = {DeviceKind::kCuda, index, "CUDAExecutionProvider", ""};
+          AppendCudaDevice(options, ctx->env(), **device, policy.cuda);
+          cuda_device = *device;
         } catch (const Ort::Exception& e) {
-          reason = e.what();
-          // No driver or no device: the same for every later load. A device index that does not
-          // exist fails cudaSetDevice too, but only for that index.
-          if (reason.find("cudaSetDevice") != std::string::npos && !NamesOneDevice(reason)) {
-            ctx->set_cuda_unavailable(reason);
-          }
+          reason = std::string("SessionOptionsAppendExecutionProvider_V2: ") + e.what();
+        }
+      }
+    }
+    if (reason.empty()) {
+      try {
+        s->session = NewSession(ctx->env(), source, options);
+        s->device = {DeviceKind::kCuda, index, "CUDAExecutionProvider", ""};
+      } catch (const Ort::Exception& e) {
+        reason = e.what();
+        cuda_device = nullptr;
+        // No driver or no device: the same for every later load. A device index that does not
+        // exist fails cudaSetDevice too, but only for that index.
+        if (reason.find("cudaSetDevice") != std::string::npos && !NamesOneDevice(reason)) {
+          ctx->set_cuda_unavailable(reason);
         }
       }
     }
@@ -336,7 +396,7 @@ Result<std::unique_ptr<SessionState>> BuildSession(const std::shared_ptr<Runtime
   } catch (const Ort::Exception& e) {
     return StatusFromOrt(e, where, "CPU memory");
   }
-  AttachArenas(*s);
+  AttachArenas(*s, cuda_device);
   LogInfo(where + ": runs on " + s->device.ToString());
   return s;
 }

@@ -76,6 +76,11 @@ struct SessionState {
   std::vector<std::shared_ptr<ArenaGate>> gates;
   std::vector<OwnArena> own_arenas;
   std::string arena_desc;  // for error messages: "shared CPU arena (cap 12.0 GiB)"
+  // `cuda.arena: env_allocator`: the device's pool (owned by ctx), given back when a run ends its
+  // operation; ORT cannot shrink it, so it has no gate.
+  DevicePool* device_pool = nullptr;
+  // The device's shared CUDA arena or pool the runs allocate from ("gpu:0:shared"), or "".
+  std::string shared_device_arena;
 
   OutputShapeCache shape_cache;
   std::atomic<bool> shape_cache_usable{true};  // false once a cached shape proved wrong

@@ -14,14 +14,6 @@
 namespace ebb {
 namespace {
 
-// The folder ORT's shared library was loaded from ("" when unknown): ORT
-// loads its provider libraries from there.
-std::string OrtLibraryFolder() {
-  const std::string library = port::LibraryPathOf(OrtGetApiBase());
-  if (library.empty()) return "";
-  return port::Utf8FromPath(port::PathFromUtf8(library).parent_path());
-}
-
 // Whether ORT can load the CUDA provider library: the legacy CUDA options
 // route that ebb's loads take (session_factory.cc), on session options that
 // are then dropped. Nothing touches a GPU until a session is created.
@@ -55,9 +47,7 @@ ProviderSupport ReadProviderSupport() {
   } catch (const Ort::Exception& e) {
     support.available = {std::string("(cannot list the providers: ") + e.what() + ")"};
   }
-  const std::string folder = OrtLibraryFolder();
-  support.cuda_path =
-      port::NativePath(folder.empty() ? port::kCudaProviderLibraryName : folder + "/" + port::kCudaProviderLibraryName);
+  support.cuda_path = detail::CudaProviderLibraryPath();
   std::error_code ec;
   if (!std::filesystem::exists(port::PathFromUtf8(support.cuda_path), ec)) {
     support.cuda = ProviderSupport::CudaLibrary::kMissing;

@@ -231,6 +231,7 @@ void ModelPool::StartMeasuringLocked(Entry& e, Lease& lease) {
   } else if (lease.r_.run_elements >= 0 && e.session) {
     int64_t in_use = 0;
     for (const ArenaStats& a : e.session->ReadOwnArenas()) in_use += a.in_use;
+    if (auto shared = e.session->ReadSharedDeviceArena()) in_use += shared->in_use;
     lease.r_.arena_in_use_at_start = in_use;
   }
 }
@@ -254,7 +255,9 @@ void ModelPool::FinishMeasuringLocked(Entry& e, const Lease& lease) {
     }
   } else {
     int64_t peak_in_use = 0;
-    for (const ArenaStats& a : e.session->ReadOwnArenas()) {
+    std::vector<ArenaStats> arenas = e.session->ReadOwnArenas();
+    if (auto shared = e.session->ReadSharedDeviceArena()) arenas.push_back(*shared);  // this run was alone
+    for (const ArenaStats& a : arenas) {
       e.transient_bytes = std::max(e.transient_bytes, a.peak_in_use);
       peak_in_use += a.peak_in_use;
     }

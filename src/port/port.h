@@ -279,6 +279,7 @@ std::string NativePath(const std::string& path);
 // The file names of the libraries ebb looks for, on this system.
 extern const char* const kCudaProviderLibraryName;  // libonnxruntime_providers_cuda.so / onnxruntime_providers_cuda.dll
 extern const char* const kNvmlLibraryName;          // libnvidia-ml.so.1 / nvml.dll
+extern const char* const kCudaRuntimeLibraryName;   // libcudart.so.13 / cudart64_13.dll (CUDA 13, as the provider)
 
 // A library loaded into this process; unloaded with the object unless
 // kept.

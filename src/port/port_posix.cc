@@ -416,6 +416,7 @@ std::string NativePath(const std::string& path) { return path; }
 
 const char* const kCudaProviderLibraryName = "libonnxruntime_providers_cuda.so";
 const char* const kNvmlLibraryName = "libnvidia-ml.so.1";
+const char* const kCudaRuntimeLibraryName = "libcudart.so.13";
 
 Result<Library> Library::Load(const std::string& path, bool now) {
   dlerror();

@@ -482,6 +482,7 @@ std::string NativePath(const std::string& path) {
 
 const char* const kCudaProviderLibraryName = "onnxruntime_providers_cuda.dll";
 const char* const kNvmlLibraryName = "nvml.dll";
+const char* const kCudaRuntimeLibraryName = "cudart64_13.dll";
 
 Result<Library> Library::Load(const std::string& path, bool) {
   HMODULE module = LoadLibraryW(Wide(path).c_str());

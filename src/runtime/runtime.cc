@@ -211,6 +211,7 @@ int64_t Runtime::shared_arena_cap() const {
 MemoryReading Runtime::ReadMemory() const {
   MemoryReading reading;
   if (auto shared = ctx_->ReadSharedArena()) reading.arenas.push_back(*shared);
+  for (ArenaStats& a : ctx_->ReadCudaArenas()) reading.arenas.push_back(std::move(a));  // gpu:N:shared, gpu:N:pool
   for (auto& [key, session] : cache_->Entries()) {
     const std::string names = HeldNames(*session);
     for (ArenaStats& a : session->ReadOwnArenas()) {  // "cpu:<name>" -> "cpu:<every name it is held under>"

@@ -1,7 +1,7 @@
 // ebb_cuda_check: ebb's CUDA claims, checked on a machine with an NVIDIA GPU (docs/gpu-check.md).
 //
-//   ebb_cuda_check [--models DIR] [--device N] [--side PIXELS] [--expect-gpu | --exercise-on-cpu]
-//                  [--check NAME]... [--list]
+//   ebb_cuda_check [--models DIR] [--device N] [--side PIXELS] [--sessions N]
+//                  [--expect-gpu | --exercise-on-cpu] [--check NAME]... [--list]
 //
 // Each check builds its own Runtime, does its work and prints one JSON line:
 //   {"check": NAME, "status": "pass"|"fail"|"skip", "message": "...", "seconds": S,
@@ -42,6 +42,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ebb/memory_stats.h"
@@ -68,6 +69,7 @@ struct Options {
   int64_t side = 1024;  // frames of the memory checks: waifu2x at 1024x1024 holds about 1 GiB of activations
   bool expect_gpu = false;
   bool exercise_on_cpu = false;  // run the checks' code on CPU sessions; judge no goal
+  int sessions = 50;             // shared_arena: CUDA sessions per policy
   std::vector<std::string> checks;
 };
 
@@ -246,8 +248,10 @@ std::shared_ptr<Session> LoadOnCuda(Runtime& runtime, const std::string& model, 
   return *session;
 }
 
-// The session's own CUDA arena ("gpu:N:<model>"), if it has one.
+// The CUDA arena the session allocates from: the device's shared arena or pool ("gpu:N:shared",
+// "gpu:N:pool", cuda.arena shared / env_allocator), else its own ("gpu:N:<model>"), if any.
 std::optional<ebb::ArenaStats> DeviceArena(const Session& session) {
+  if (auto shared = session.ReadSharedDeviceArena()) return shared;
   for (const ebb::ArenaStats& a : session.ReadOwnArenas()) {
     if (a.name.rfind("gpu:", 0) == 0) return a;
   }
@@ -619,21 +623,40 @@ void CheckCudaBudget(Report& report) {
   report.Goal("charge_counted_on_cuda", pool.used(device) > 0);
 }
 
+// A runtime whose CUDA arena is capped at `cap`, waifu2x loaded on the target and run once on a
+// full-size frame, which needs more: the run's status in `status` and in the figures. Null when
+// the model could not be loaded (the report says why).
+struct OverTheCap {
+  std::unique_ptr<Runtime> runtime;
+  std::shared_ptr<Session> session;
+  uint64_t loads_before_the_run = 0;
+  ebb::Status status;
+};
+
+std::optional<OverTheCap> RunOverTheCap(Report& report, size_t cap) {
+  MemoryPolicy policy;
+  policy.cuda.arena_settings.max_bytes = cap;
+  report.figures()["cap"] = cap;
+  OverTheCap r;
+  r.runtime = NewRuntime(policy, report);
+  if (!r.runtime) return std::nullopt;
+  r.session = LoadOnCuda(*r.runtime, "waifu2x_scale2x", report);
+  if (!r.session) return std::nullopt;
+  r.loads_before_the_run = r.runtime->load_count();
+  auto out = r.session->Run(Input(*r.session, Frame(g_options.side, 3)));
+  r.status = out.ok() ? ebb::Status::Ok() : out.status();
+  report.figures()["error"] = {{"code", ebb::StatusCodeName(r.status.code())},
+                               {"message", ebb::Clip(r.status.message(), 800)}};
+  return r;
+}
+
 // A device out-of-memory (a tiny CUDA arena cap, which is also gpu_mem_limit) fails the run with
 // kResourceExhausted and a readable message, drops the session from the cache, and the next load works.
 void CheckDeviceOutOfMemory(Report& report) {
   if (auto problem = CudaProblem()) return report.Unusable(*problem);
-  MemoryPolicy policy;
-  policy.cuda.arena_settings.max_bytes = 32 * kMiB;
-  report.figures()["cap"] = policy.cuda.arena_settings.max_bytes;
-  auto runtime = NewRuntime(policy, report);
-  if (!runtime) return;
-  auto session = LoadOnCuda(*runtime, "waifu2x_scale2x", report);
-  if (!session) return;
-  const uint64_t loads = runtime->load_count();
-  auto out = session->Run(Input(*session, Frame(g_options.side, 3)));
-  const ebb::Status st = out.ok() ? ebb::Status::Ok() : out.status();
-  report.figures()["error"] = {{"code", ebb::StatusCodeName(st.code())}, {"message", ebb::Clip(st.message(), 800)}};
+  std::optional<OverTheCap> over = RunOverTheCap(report, 32 * kMiB);
+  if (!over) return;
+  auto& [runtime, session, loads, st] = *over;
   report.Goal("run_failed_resource_exhausted", st.code() == ebb::StatusCode::kResourceExhausted);
   report.Goal("message_says_out_of_memory_on_cuda", st.message().find("out of memory") != std::string::npos &&
                                                         st.message().find("cuda:") != std::string::npos);
@@ -671,12 +694,291 @@ void CheckFallbackReason(Report& report) {
   report.Goal("existing_index_still_on_cuda_after", good.ok() && (*good)->device().kind == DeviceKind::kCuda);
 }
 
+// --- The shared CUDA arena (cuda.arena: shared, env_allocator) -----------------------------------
+
+std::optional<std::string> ReadBytes(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return std::nullopt;
+  std::string bytes;
+  char buf[1 << 16];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) bytes.append(buf, n);
+  std::fclose(f);
+  return bytes;
+}
+
+// `bytes` (an ONNX model) with a doc_string of its own (ModelProto field 6, appended: the last
+// occurrence of a field wins), so that each copy is a model, and a session, of its own.
+std::string Copy(const std::string& bytes, int k) {
+  const std::string doc = "ebb_cuda_check copy " + std::to_string(k);  // shorter than 128 bytes
+  return bytes + static_cast<char>(6 << 3 | 2) + static_cast<char>(doc.size()) + doc;
+}
+
+// CreateSharedAllocator on `device` for one memory type and allocator type, then released:
+// "accepted" or "refused: <ORT's message>".
+std::string TrySharedAllocator(Ort::Env& env, const OrtEpDevice* device, OrtDeviceMemoryType memory,
+                               OrtAllocatorType type) {
+  Ort::KeyValuePairs options;
+  if (type == OrtArenaAllocator) {
+    options.Add("arena.extend_strategy", "1");
+    options.Add("arena.max_mem", std::to_string(kMiB << 10).c_str());
+  }
+  try {
+    (void)env.CreateSharedAllocator(device, memory, type, options);
+    env.ReleaseSharedAllocator(device, memory);
+    return "accepted";
+  } catch (const Ort::Exception& e) {
+    return std::string("refused: ") + e.what();
+  }
+}
+
+Json Describe(const Ort::ConstEpDevice& d) {
+  auto pairs = [](Ort::ConstKeyValuePairs kv) {
+    Json j = Json::object();
+    if (kv) {
+      for (const auto& [k, v] : kv.GetKeyValuePairs()) j[k] = v;
+    }
+    return j;
+  };
+  const Ort::ConstHardwareDevice hw = d.Device();
+  return {{"ep", d.EpName()},
+          {"vendor", d.EpVendor()},
+          {"ep_metadata", pairs(d.EpMetadata())},
+          {"ep_options", pairs(d.EpOptions())},
+          {"hardware", {{"type", static_cast<int>(hw.Type())}, {"vendor_id", hw.VendorId()},
+                        {"device_id", hw.DeviceId()}, {"metadata", pairs(hw.Metadata())}}},
+          {"device_memory_info", static_cast<const OrtMemoryInfo*>(d.GetMemoryInfo(OrtDeviceMemoryType_DEFAULT)) != nullptr},
+          {"host_accessible_memory_info",
+           static_cast<const OrtMemoryInfo*>(d.GetMemoryInfo(OrtDeviceMemoryType_HOST_ACCESSIBLE)) != nullptr}};
+}
+
+// The first step: ORT's device API on this machine. Registers the CUDA provider library, lists
+// the OrtEpDevices, and tells whether CreateSharedAllocator is accepted on the CUDA device (what
+// `cuda.arena: shared` needs; refused, ebb's CUDA sessions get their own arenas), beside the CPU
+// device's refusal that keeps the shared CPU arena on CreateAndRegisterAllocator. Then which
+// route a default Runtime took.
+void CheckDeviceApi(Report& report) {
+  Json& f = report.figures();
+  const std::string library = ebb::ReadProviderSupport().cuda_path;
+  f["provider_library"] = library;
+  bool registered = false;
+  {
+    Ort::Env env(ORT_LOGGING_LEVEL_FATAL, "ebb");
+    for (const Ort::ConstEpDevice& d : env.GetEpDevices()) {
+      if (std::string(d.EpName()) != "CPUExecutionProvider") continue;
+      const std::string answer = TrySharedAllocator(env, d, OrtDeviceMemoryType_DEFAULT, OrtArenaAllocator);
+      f["cpu_device_create_shared_allocator"] = answer;
+      report.Goal("cpu_device_refused_as_measured", answer.find("Invalid memory type for OrtEpDevice") != std::string::npos);
+    }
+    try {
+      env.RegisterExecutionProviderLibrary("ebb_cuda_check", std::basic_string<ORTCHAR_T>(library.begin(), library.end()));
+      registered = true;
+      f["register"] = "ok";
+    } catch (const Ort::Exception& e) {
+      f["register"] = std::string("failed: ") + e.what();
+    }
+    Json devices = Json::array();
+    const OrtEpDevice* cuda = nullptr;
+    int cuda_seen = 0;
+    for (const Ort::ConstEpDevice& d : env.GetEpDevices()) {
+      devices.push_back(Describe(d));
+      if (std::string(d.EpName()) == "CUDAExecutionProvider" && cuda_seen++ == g_options.device) cuda = d;
+    }
+    f["ep_devices"] = devices;
+    if (registered) {
+      report.Goal("cuda_ep_device_listed", cuda != nullptr);
+      if (cuda) {
+        report.Goal("cuda_device_memory_info", Ort::GetApi().EpDevice_MemoryInfo(cuda, OrtDeviceMemoryType_DEFAULT) != nullptr);
+        Json answers = Json::object();
+        for (const auto& [key, memory, type] :
+             {std::tuple{"default_arena", OrtDeviceMemoryType_DEFAULT, OrtArenaAllocator},
+              std::tuple{"default_device", OrtDeviceMemoryType_DEFAULT, OrtDeviceAllocator},
+              std::tuple{"host_accessible_arena", OrtDeviceMemoryType_HOST_ACCESSIBLE, OrtArenaAllocator},
+              std::tuple{"host_accessible_device", OrtDeviceMemoryType_HOST_ACCESSIBLE, OrtDeviceAllocator}}) {
+          answers[key] = TrySharedAllocator(env, cuda, memory, type);
+        }
+        f["cuda_device_create_shared_allocator"] = answers;
+        report.Note("CreateSharedAllocator on the CUDA OrtEpDevice (device memory, arena): " +
+                    answers["default_arena"].get<std::string>());
+      }
+      try {
+        env.UnregisterExecutionProviderLibrary("ebb_cuda_check");
+      } catch (const Ort::Exception& e) {
+        f["unregister"] = e.what();
+      }
+    }
+  }
+  if (!registered && !g_options.exercise_on_cpu) return report.Unusable(f["register"].get<std::string>());
+  // Which route a default Runtime (cuda.arena: shared) took for cuda:N.
+  auto runtime = NewRuntime({}, report);
+  if (!runtime) return;
+  auto session = LoadOnCuda(*runtime, "tiny", report);
+  if (!session) return;
+  auto out = session->Run(Input(*session, Tensor(ebb::DataType::kFloat32, {1, 64})));
+  f["runtime_run"] = out.ok() ? "ok" : out.status().ToString();
+  Json arenas = Json::array();
+  for (const ebb::ArenaStats& a : runtime->ReadMemory().arenas) arenas.push_back(a.name);
+  f["runtime_arenas"] = arenas;
+  f["runtime_release_targets"] = session->release_targets();
+  report.Goal("runtime_run_ok", out.ok());
+}
+
+int64_t CudaReserved(const ebb::MemoryReading& reading) {
+  int64_t total = 0;
+  for (const ebb::ArenaStats& a : reading.arenas) {
+    if (a.name.rfind("gpu:", 0) == 0) total += a.reserved;
+  }
+  return total;
+}
+
+// `sessions` CUDA sessions of one model (copies of convnet with distinct bytes), each run once, as
+// the Java service of the story does, under four policies: per_session and shared (and
+// env_allocator) with release `never` (ORT's own behaviour: what the arenas keep), and shared with
+// `operation_end`. The device's CUDA reserved bytes (ebb's arena figures) and NVML's process figure
+// after the 1st, 10th and last session: the shared arena stays under its cap and does not grow with
+// the sessions; per-session arenas grow by one arena per session.
+void CheckSharedArena(Report& report) {
+  if (auto problem = CudaProblem()) return report.Unusable(*problem);
+  const std::optional<std::string> bytes = ReadBytes(ModelFile("convnet"));
+  if (!bytes) return report.Fail("cannot read " + ModelFile("convnet"));
+  const int n = std::max(g_options.sessions, 11);
+  const int64_t side = std::min<int64_t>(512, g_options.side);
+  const int64_t cap = kMiB << 10;
+  Json& f = report.figures();
+  f["sessions"] = n;
+  f["side"] = side;
+  f["cap"] = cap;
+  struct Mode {
+    const char* name;
+    ebb::CudaArenaMode arena;
+    ebb::ReleaseMode release;
+  };
+  std::map<std::string, std::vector<int64_t>> reserved, process;
+  for (const Mode& m : {Mode{"per_session_never", ebb::CudaArenaMode::kPerSession, ebb::ReleaseMode::kNever},
+                        Mode{"shared_never", ebb::CudaArenaMode::kShared, ebb::ReleaseMode::kNever},
+                        Mode{"env_allocator_never", ebb::CudaArenaMode::kEnvAllocator, ebb::ReleaseMode::kNever},
+                        Mode{"shared_operation_end", ebb::CudaArenaMode::kShared, ebb::ReleaseMode::kOperationEnd}}) {
+    MemoryPolicy policy;
+    policy.cuda.arena = m.arena;
+    policy.release = m.release;
+    policy.cuda.arena_settings.max_bytes = static_cast<size_t>(cap);
+    auto runtime = NewRuntime(policy, report);
+    if (!runtime) return;
+    const GpuReading before = ReadGpu();
+    std::vector<std::shared_ptr<Session>> sessions;
+    std::vector<int64_t>& r = reserved[m.name];
+    std::vector<int64_t>& p = process[m.name];
+    for (int k = 0; k < n; ++k) {
+      ebb::LoadOptions options = OnTarget();
+      options.name = "convnet_" + std::to_string(k);
+      auto session = runtime->LoadFromBytes(Copy(*bytes, k), options);
+      if (!session.ok()) {
+        if (session.status().code() == ebb::StatusCode::kUnavailable) return report.Unusable(session.status().message());
+        return report.Fail(std::string(m.name) + ": load " + std::to_string(k) + ": " + session.status().ToString());
+      }
+      sessions.push_back(*session);
+      auto out = (*session)->Run(Input(**session, Frame(side, static_cast<uint32_t>(k + 1))));
+      if (!out.ok()) return report.Fail(std::string(m.name) + ": run " + std::to_string(k) + ": " + out.status().ToString());
+      r.push_back(CudaReserved(runtime->ReadMemory()));
+      p.push_back(ReadGpu().used());
+    }
+    Json arenas = Json::array();
+    for (const ebb::ArenaStats& a : runtime->ReadMemory().arenas) {
+      if (a.name.rfind("gpu:", 0) == 0 && arenas.size() < 4) arenas.push_back(ToJson(std::optional<ebb::ArenaStats>(a)));
+    }
+    auto at = [&](const std::vector<int64_t>& v) {
+      return Json{{"1", v[0]}, {"10", v[9]}, {std::to_string(n), v[n - 1]}};
+    };
+    f[m.name] = {{"cuda_reserved", at(r)},
+                 {"cuda_reserved_max", *std::max_element(r.begin(), r.end())},
+                 {"cuda_reserved_per_session_10_to_last", static_cast<double>(r[n - 1] - r[9]) / (n - 10)},
+                 {"gpu_used_before_load", ToJson(before)},
+                 {"gpu_used", at(p)},
+                 {"gpu_used_per_session_10_to_last", static_cast<double>(p[n - 1] - p[9]) / (n - 10)},
+                 {"measured_with", Source(before)},
+                 {"loads", runtime->load_count()},
+                 {"cuda_arenas_first_4", arenas}};
+  }
+  const auto& shared = reserved["shared_never"];
+  const auto& own = reserved["per_session_never"];
+  report.Goal("shared_reserved_under_cap", *std::max_element(shared.begin(), shared.end()) <= cap);
+  report.Goal("shared_arena_reported", shared[0] > 0);
+  report.Goal("shared_not_growing_with_sessions", shared[n - 1] - shared[9] <= std::max<int64_t>(kMiB, shared[9] / 20));
+  report.Goal("per_session_grows_with_sessions", own[0] > 0 && (own[n - 1] - own[9]) / (n - 10) >= own[0] / 2);
+  report.Goal("shared_below_per_session_at_the_last_session", shared[n - 1] * 4 <= own[n - 1]);
+  const auto& ps = process["shared_never"];
+  const auto& po = process["per_session_never"];
+  report.Goal("nvml_grows_less_with_the_shared_arena", ps[n - 1] - ps[9] < po[n - 1] - po[9]);
+}
+
+// The shared arena gives its memory back at the end of each operation: two models on cuda:0 share
+// it (one gpu:N entry, one arena); after an operation of each (3 frames), the arena is back to its
+// floor and the device memory to its after-load value within 5%.
+void CheckSharedArenaRelease(Report& report) {
+  if (auto problem = CudaProblem()) return report.Unusable(*problem);
+  auto runtime = NewRuntime({}, report);
+  if (!runtime) return;
+  auto waifu2x = LoadOnCuda(*runtime, "waifu2x_scale2x", report);
+  if (!waifu2x) return;
+  auto convnet = LoadOnCuda(*runtime, "convnet", report);
+  if (!convnet) return;
+  const std::string shared_name = "gpu:" + std::to_string(g_options.device) + ":shared";
+  report.figures()["arenas"] = [&] {
+    Json j = Json::array();
+    for (const ebb::ArenaStats& a : runtime->ReadMemory().arenas) j.push_back(a.name);
+    return j;
+  }();
+  report.Goal("one_shared_arena_for_both", g_options.exercise_on_cpu ||
+                                               (runtime->ReadMemory().Find(shared_name).has_value() &&
+                                                waifu2x->SharesArenaWith(*convnet)));
+  for (const auto& [name, session] : {std::pair{"waifu2x", waifu2x}, std::pair{"convnet", convnet}}) {
+    auto trace = TraceOperation(*runtime, session, Frames(3, g_options.side), report);
+    if (!trace) return;
+    report.figures()[name] = ToJson(*trace);
+    const int64_t base = trace->after_load.used(), peak = trace->peak.used(), after = trace->after.used();
+    report.figures()[std::string(name) + "_delta_after_minus_after_load"] = after - base;
+    report.Goal(std::string(name) + ": released_at_the_last_run",
+                !trace->records.empty() && !trace->records.back().release_spec.empty());
+    report.Goal(std::string(name) + ": operation_used_device_memory", peak - base >= 64 * kMiB);
+    report.Goal(std::string(name) + ": shared_arena_back_to_floor",
+                Reserved(trace->arena_after) <= Reserved(trace->arena_after_load) + kMiB);
+    report.Goal(std::string(name) + ": gpu_used_back_to_after_load_within_5_percent", std::llabs(after - base) * 20 <= base);
+  }
+  report.figures()["measured_with"] = Source(ReadGpu());
+}
+
+// A run over the shared arena's cap fails readably (kResourceExhausted, naming the shared CUDA
+// arena and its cap), and the next run works: on the same device, in the same arena.
+void CheckSharedArenaOutOfMemory(Report& report) {
+  if (auto problem = CudaProblem()) return report.Unusable(*problem);
+  std::optional<OverTheCap> over = RunOverTheCap(report, 64 * kMiB);
+  if (!over) return;
+  auto& [runtime, session, loads, st] = *over;
+  report.Goal("run_over_the_cap_failed_resource_exhausted", st.code() == ebb::StatusCode::kResourceExhausted);
+  report.Goal("message_names_the_shared_cuda_arena_and_its_cap",
+              st.message().find("out of memory") != std::string::npos &&
+                  st.message().find("shared CUDA arena of cuda:") != std::string::npos &&
+                  st.message().find("cap 64.0 MiB") != std::string::npos);
+  auto arena = DeviceArena(*session);
+  report.figures()["arena_after_failure"] = ToJson(arena);
+  report.Goal("arena_under_its_cap_after", Reserved(arena) <= 64 * kMiB);
+  auto next = runtime->Load(ModelFile("waifu2x_scale2x"), OnTarget());
+  if (!next.ok()) return report.Fail("the next load failed: " + next.status().ToString());
+  auto small = (*next)->Run(Input(**next, Frame(64, 4)));
+  report.figures()["next_run"] = small.ok() ? "ok" : small.status().ToString();
+  report.Goal("next_run_works", small.ok() && (*next)->device().kind == DeviceKind::kCuda);
+  auto other = LoadOnCuda(*runtime, "convnet", report);
+  if (!other) return;
+  auto other_out = other->Run(Input(*other, Frame(64, 5)));
+  report.Goal("another_session_of_the_device_runs", other_out.ok());
+}
+
 struct Check {
   const char* name;
   void (*run)(Report&);
 };
 
 constexpr Check kChecks[] = {
+    {"device_api", CheckDeviceApi},  // first: whether the CUDA device takes a shared arena
     {"provider", CheckProvider},
     {"arena_strategy", CheckArenaStrategy},
     {"operation_release", CheckOperationRelease},
@@ -685,12 +987,15 @@ constexpr Check kChecks[] = {
     {"cuda_budget", CheckCudaBudget},
     {"device_oom", CheckDeviceOutOfMemory},
     {"fallback_reason", CheckFallbackReason},
+    {"shared_arena", CheckSharedArena},
+    {"shared_arena_release", CheckSharedArenaRelease},
+    {"shared_arena_oom", CheckSharedArenaOutOfMemory},
 };
 
 int Usage(const std::string& problem) {
   std::fprintf(stderr,
                "ebb_cuda_check: %s\nusage: ebb_cuda_check [--models DIR] [--device N] [--side PIXELS] "
-               "[--expect-gpu | --exercise-on-cpu] [--check NAME]... [--list]\n",
+               "[--sessions N] [--expect-gpu | --exercise-on-cpu] [--check NAME]... [--list]\n",
                problem.c_str());
   return 2;
 }
@@ -711,18 +1016,20 @@ int main(int argc, char** argv) {
       g_options.expect_gpu = true;
     } else if (arg == "--exercise-on-cpu") {
       g_options.exercise_on_cpu = true;
-    } else if (arg == "--models" || arg == "--device" || arg == "--side" || arg == "--check") {
+    } else if (arg == "--models" || arg == "--device" || arg == "--side" || arg == "--check" || arg == "--sessions") {
       auto v = value();
       if (!v) return Usage(arg + " needs a value");
       if (arg == "--models") g_options.models = *v;
       if (arg == "--check") g_options.checks.push_back(*v);
-      if (arg == "--device" || arg == "--side") {
+      if (arg == "--device" || arg == "--side" || arg == "--sessions") {
         char* end = nullptr;
         const long n = std::strtol(v->c_str(), &end, 10);
-        if (end == v->c_str() || *end != '\0' || n < 0 || (arg == "--side" && n < 64)) {
+        if (end == v->c_str() || *end != '\0' || n < 0 || (arg == "--side" && n < 64) ||
+            (arg == "--sessions" && (n < 11 || n > 1000))) {
           return Usage("bad value for " + arg + ": " + *v);
         }
         if (arg == "--device") g_options.device = static_cast<int>(n);
+        if (arg == "--sessions") g_options.sessions = static_cast<int>(n);
         if (arg == "--side") g_options.side = n;
       }
     } else {

@@ -183,6 +183,14 @@ def test_dry_run_walks_every_step_in_any_order(bundle, tmp_path):
         assert c["goals"] and c["figures"], c
     figures = {c["check"]: c["figures"] for c in rep["checks"]}
     assert figures["provider"]["assignment"]["nodes"]["CPUExecutionProvider"] > 0
+    # The device API's first step: the CPU device refused (as measured), the stand-in provider not registered.
+    assert figures["device_api"]["cpu_device_create_shared_allocator"].startswith(
+        "refused: Invalid memory type for OrtEpDevice"), figures["device_api"]
+    assert figures["device_api"]["register"].startswith("failed: "), figures["device_api"]
+    assert figures["shared_arena"]["sessions"] == 11
+    for mode in ("per_session_never", "shared_never", "env_allocator_never", "shared_operation_end"):
+        assert figures["shared_arena"][mode]["loads"] == 11, figures["shared_arena"]
+    assert "waifu2x" in figures["shared_arena_release"] and "error" in figures["shared_arena_oom"]
     runs = figures["operation_release"]["operation"]["runs"]
     assert [r["release_spec"] for r in runs] == ["", "", "cpu:0"], runs
     for name in ("bench_floor", "bench_release"):
