@@ -1,10 +1,12 @@
 #include "ebb/memory_policy.h"
 
-#include <fstream>
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <thread>
+
+#include "file_access.h"
 
 namespace ebb {
 namespace {
@@ -89,14 +91,6 @@ FieldReader Text(std::string* out) {
   };
 }
 
-FieldReader Int(int* out) {
-  return [out](const json& v, const std::string& where) {
-    if (!v.is_number_integer() || v.get<int64_t>() < 0) return InvalidArgument(where + " must be a non-negative integer");
-    *out = v.get<int>();
-    return Status::Ok();
-  };
-}
-
 // An integer in [lo, hi].
 FieldReader IntIn(int* out, int64_t lo, int64_t hi) {
   return [out, lo, hi](const json& v, const std::string& where) {
@@ -139,10 +133,21 @@ json ArenaToJson(const ArenaPolicy& a) {
 
 }  // namespace
 
-Result<MemoryPolicy> ParseMemoryPolicy(std::string_view json_text) {
+int MaxIntraOpThreads() {
+  const int hardware = static_cast<int>(std::min(std::thread::hardware_concurrency(), 1024u));
+  return std::max(kMinMaxIntraOpThreads, 4 * hardware);
+}
+
+Result<MemoryPolicy> ParseMemoryPolicy(std::string_view json_text, const MemoryPolicy& base) {
+  // JSON's parser stops at a NUL as at the end of the text, so what follows one would be ignored
+  // unseen: refused instead (JSON text never holds a raw NUL; inside a string it is written \u0000).
+  if (const size_t nul = json_text.find('\0'); nul != std::string_view::npos) {
+    return InvalidArgument("memory policy holds a NUL byte at offset " + std::to_string(nul) +
+                           " (JSON text has none; the text after it would be ignored)");
+  }
   json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return InvalidArgument("memory policy is not valid JSON");
-  MemoryPolicy p;
+  MemoryPolicy p = base;
   FieldReader cpu = [&p](const json& v, const std::string& where) {
     return ReadObject(v, where,
                       {{"arena", Enum(kCpuArena, &p.cpu.arena)}, {"arena_settings", Arena(&p.cpu.arena_settings)}});
@@ -168,18 +173,19 @@ Result<MemoryPolicy> ParseMemoryPolicy(std::string_view json_text) {
                                   {"trim_heap_after_release", Bool(&p.trim_heap_after_release)},
                                   {"memory_pattern", Bool(&p.memory_pattern)},
                                   {"strict_device", Bool(&p.strict_device)},
-                                  {"intra_op_threads", Int(&p.intra_op_threads)},
+                                  {"intra_op_threads", IntIn(&p.intra_op_threads, 0, MaxIntraOpThreads())},  // Runtime::Create's bound
                                   {"graph_optimization", Enum(kGraphOptimization, &p.graph_optimization)},
                                   {"optimized_model_cache", cache}}));
   return p;
 }
 
-Result<MemoryPolicy> LoadMemoryPolicy(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound("cannot read memory policy file '" + path + "'");
-  std::stringstream text;
-  text << in.rdbuf();
-  Result<MemoryPolicy> policy = ParseMemoryPolicy(text.str());
+Result<MemoryPolicy> LoadMemoryPolicy(const std::string& path, const MemoryPolicy& base) {
+  // The checked-file rules (src/file_access.h): a FIFO or device never blocks the open, anything but
+  // a regular file is refused, and the size is capped, so /dev/zero is not read until memory ends.
+  Result<std::string> text =
+      detail::ReadCheckedFile(path, {.what = "the memory policy file", .follow_links = true, .max_bytes = kMaxMemoryPolicyFileBytes});
+  if (!text.ok()) return text.status();  // it names the file and the rule
+  Result<MemoryPolicy> policy = ParseMemoryPolicy(*text, base);
   if (!policy.ok()) return Status(policy.status().code(), path + ": " + policy.status().message());
   return policy;
 }
