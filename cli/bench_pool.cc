@@ -108,20 +108,32 @@ int BenchSwitch(const BenchOptions& options) {
   if (!policy.ok()) return Fail(policy.status());
   auto input = NoiseImage("x", side, side);
   auto run = [&](const std::shared_ptr<Session>& s) { return s->Run(input).status(); };
+  // Every request is a run the pool admits by memory (AcquireOptions::run_elements): its transient
+  // need (the arena it grows) is reserved against the budget beside the loaded models' charges, so
+  // the budget bounds the process's peak, not only what idle models hold.
+  const AcquireOptions as_run{.run_elements = 3 * side * side};
 
-  // Measure one model's charge with an unbounded pool, to size the budget for two of three.
-  int64_t charge = 0;
+  // A first pass measures, with an unbounded pool, each model's charge (what it holds loaded and
+  // idle) and what its run needs, to size the budget for one run and two of the three models:
+  // the smallest charge of the three (the first load also pays what the process sets up once),
+  // the largest need.
+  int64_t charge = 0, need = 0;
   {
     auto runtime = MakeRuntime(*policy);
     if (!runtime) return 1;
     ModelPool pool(*runtime, {.cpu_budget_bytes = int64_t{1} << 50});
     for (int i = 0; i < models; ++i) {
-      pool.Add({"m" + std::to_string(i), (*paths)[i], {.device = DeviceRequest::Cpu()}, false, std::nullopt});
-      if (Status st = pool.RunWithRecovery("m" + std::to_string(i), {}, run); !st.ok()) return Fail(st);
-      charge = std::max(charge, pool.StatusOf("m" + std::to_string(i))->charge_bytes);
+      const std::string name = "m" + std::to_string(i);
+      pool.Add({name, (*paths)[i], {.device = DeviceRequest::Cpu()}, false, std::nullopt});
+      if (Status st = pool.RunWithRecovery(name, as_run, run); !st.ok()) return Fail(st);
+      const int64_t c = pool.StatusOf(name)->charge_bytes;
+      charge = i == 0 ? c : std::min(charge, c);
+      if (auto predicted = pool.PredictNeed(name, *as_run.run_elements); predicted.ok() && *predicted) {
+        need = std::max(need, (*predicted)->memory_bytes);
+      }
     }
   }
-  const int64_t budget = options.budget_bytes ? options.budget_bytes : charge * 5 / 2;
+  const int64_t budget = options.budget_bytes ? options.budget_bytes : need + charge * 5 / 2;
 
   nlohmann::json strategies;
   for (const std::string strategy : {"all_resident", "destroy_on_switch", "budget_lru"}) {
@@ -141,7 +153,7 @@ int BenchSwitch(const BenchOptions& options) {
         }
       }
       const double t0 = NowMs();
-      auto lease = pool.Acquire(name);
+      auto lease = pool.Acquire(name, as_run);
       *switch_ms = NowMs() - t0;
       if (!lease.ok()) return lease.status();
       return run(lease->session());
@@ -149,6 +161,10 @@ int BenchSwitch(const BenchOptions& options) {
     auto result = Rotate(*runtime, models, rounds, request);
     if (!result.ok()) return Fail(result.status());
     strategies[strategy] = ToJson(*result);
+    // The charges this strategy's pool measured (at each model's last load), beside the sizing pass's.
+    nlohmann::json charges = nlohmann::json::array();
+    for (const ModelStatus& m : pool.Snapshot()) charges.push_back(m.charge_bytes);
+    strategies[strategy]["charges_bytes"] = charges;
   }
   RemoveVariants(*paths);
   const auto& lru = strategies["budget_lru"];
@@ -165,6 +181,7 @@ int BenchSwitch(const BenchOptions& options) {
                        {"pattern", "m0 m1 m0 m2 ... (the first model in every other request)"},
                        {"input_shape", {1, 3, side, side}},
                        {"measured_charge_bytes", charge},
+                       {"measured_run_need_bytes", need},
                        {"budget_bytes", budget},
                        {"strategies", strategies}});
 }

@@ -31,7 +31,7 @@ void AddHttpOptions(CLI::App* serve, server::HttpOptions* http, server::ServiceO
   auto positive = [&](const char* flag, auto* value, const char* help) {
     serve->add_option(flag, *value, help)->capture_default_str()->check(CLI::PositiveNumber);
   };
-  positive("--http-threads", &http->threads, "worker threads for requests that do work (inference, load, metrics)");
+  positive("--http-threads", &http->threads, "worker threads for inferences, loads and unloads (control requests have threads of their own)");
   positive("--io-threads", &http->io_threads, "event-loop threads (accept, read, frame, write; health probes; above 1, all but one also run a request each)");
   serve
       ->add_option("--quick-run-us", http->quick_run_us,
@@ -278,7 +278,7 @@ int main(int argc, char** argv) {
                                "never, and a tiled operation as one sequence (--model: the upscaler)");
 #endif
   auto* switch_cmd = add_bench("switch", "models rotating under all_resident, destroy_on_switch and budget_lru");
-  switch_cmd->add_option("--budget-bytes", bench.budget_bytes, "budget_lru's budget (0 = 2.5x one model's charge)");
+  switch_cmd->add_option("--budget-bytes", bench.budget_bytes, "budget_lru's budget (0 = one run's measured need + 2.5x one model's charge)");
   auto* sessions_cmd = add_bench("sessions", "1 to 16 sessions: per-session arenas against one shared capped arena");
   FootprintOptions footprint;
   auto* footprint_cmd = bench_cmd->add_subcommand(

@@ -101,21 +101,16 @@ Status NamingTheFlag(const Status& st, const std::string& transport, const std::
 // measured, idle serves bursts at `never`'s speed and gives the memory back
 // within the debounce, where `operation_end` costs a request in six or seven).
 Result<MemoryPolicy> ServePolicy(const ServeOptions& o) {
-  Result<MemoryPolicy> policy = PolicyFrom(o.common);
+  MemoryPolicy base;
+  base.release = ReleaseMode::kIdle;  // a server's default; the file's `release` wins over it
+  Result<MemoryPolicy> policy =
+      o.common.policy_file.empty() ? Result<MemoryPolicy>(base) : LoadMemoryPolicy(o.common.policy_file, base);
   if (!policy.ok()) return policy.status();
   if (!o.release.empty()) {
     std::optional<ReleaseMode> mode = ParseReleaseMode(o.release);
     if (!mode) return InvalidArgument("--release must be operation_end, every_run, never or idle, got '" + o.release + "'");
     policy->release = *mode;
-    return policy;
   }
-  bool file_sets_release = false;
-  if (!o.common.policy_file.empty()) {
-    std::ifstream in(o.common.policy_file);
-    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    file_sets_release = j.is_object() && j.contains("release");
-  }
-  if (!file_sets_release) policy->release = ReleaseMode::kIdle;
   return policy;
 }
 

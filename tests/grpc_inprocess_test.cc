@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "ebb/runtime.h"
 #include "grpc_service.grpc.pb.h"
@@ -114,6 +116,64 @@ TEST_F(GrpcInProcessTest, SixteenBitFloatsBitForBit) {
   in.push_back({"in_fp16", std::move(half)});
   in.push_back({"in_bf16", std::move(brain)});
   ExpectSameAsInProcess("halves", in);
+}
+
+// Round four: a gRPC sequence_id had no length limit (20 starts of a 64 MiB id held 2.7 GB), each
+// conflicting start logged the whole id (four starts of a 16 MiB id: 64 MiB of log), and the START
+// error quoted it whole (an 8 MiB id turned the answer into RESOURCE_EXHAUSTED on its metadata).
+TEST(GrpcSequenceIdTest, LongIdsAreRefusedAndTheLogQuotesIdsClipped) {
+  namespace fs = std::filesystem;
+  const std::string repository = ::testing::TempDir() + "/ebb_grpc_sequence_" + std::to_string(getpid());
+  fs::create_directories(repository + "/tiny");
+  fs::copy_file(testing::ModelPath("tiny"), repository + "/tiny/model.onnx", fs::copy_options::overwrite_existing);
+  const std::string log = repository + ".stderr";
+  testing::ServerProcess server;
+  ASSERT_TRUE(server.Start({"--repository", repository, "--grpc-port", "-1"}, log));
+  auto stub = inference::GRPCInferenceService::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(server.grpc_port()), grpc::InsecureChannelCredentials()));
+  auto infer = [&](const std::string& id, bool start, bool end) {
+    inference::ModelInferRequest request;
+    request.set_model_name("tiny");
+    auto* x = request.add_inputs();
+    x->set_name("x");
+    x->set_datatype("FP32");
+    x->add_shape(1);
+    x->add_shape(64);
+    request.add_raw_input_contents(std::string(64 * sizeof(float), '\0'));
+    (*request.mutable_parameters())["sequence_id"].set_string_param(id);
+    (*request.mutable_parameters())["sequence_start"].set_bool_param(start);
+    (*request.mutable_parameters())["sequence_end"].set_bool_param(end);
+    grpc::ClientContext context;
+    inference::ModelInferResponse response;
+    return stub->ModelInfer(&context, request, &response);
+  };
+  for (size_t size : {size_t{1025}, size_t{8} << 20}) {
+    grpc::Status st = infer(std::string(size, 'q'), /*start=*/false, false);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message().substr(0, 200);
+    EXPECT_EQ(st.error_message(), "parameters.sequence_id is a string of " + std::to_string(size) +
+                                      " bytes, longer than the limit of 1024 bytes");
+  }
+  const std::string longest(1024, 'q');
+  grpc::Status unknown = infer(longest, false, false);
+  EXPECT_EQ(unknown.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_LT(unknown.error_message().size(), 400u);
+  // Four starts of one open id: three conflicts, each one log line with the id clipped.
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(infer(longest, true, false).ok());
+  ASSERT_TRUE(infer(longest, false, true).ok());
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string logged = text.str();
+  size_t conflicts = 0;
+  for (size_t at = logged.find("has a conflict"); at != std::string::npos; at = logged.find("has a conflict", at + 1)) {
+    ++conflicts;
+  }
+  EXPECT_EQ(conflicts, 3u) << logged.substr(0, 2000);
+  EXPECT_NE(logged.find(std::string(128, 'q') + "... (1024 bytes)"), std::string::npos);
+  EXPECT_EQ(logged.find(std::string(129, 'q')), std::string::npos) << "an id quoted whole";
+  fs::remove_all(repository);
+  fs::remove(log);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -822,6 +823,50 @@ TEST(AdmissionBudgetTest, IdleModelsAreEvictedToMakeRoomForARunsReservation) {
   }
   EXPECT_EQ(evicted, std::vector<std::string>{"idle0"});
   for (const auto& p : paths) fs::remove(p);
+}
+
+// Round four: admission predicted from input sizes alone, so the `zeros` model (n -> f32[n]: one
+// input element, an output as large as its value asks) walked past the budget: after one small run
+// was measured, four runs of n = 2^28 were admitted together and passed 7 GB. Its first runs now
+// run alone to be measured; the first large one shows that a size measured before needed far
+// more, the model is marked value-dependent, and its runs run alone from then on: the process's
+// peak stays near one run's, within the budget, where four together passed it.
+TEST(AdmissionValueTest, AModelWhoseNeedFollowsItsInputsValuesRunsAloneWithinTheBudget) {
+  if (!testing::kRssBoundsHold) GTEST_SKIP() << testing::kNoRssBounds;
+  if (!port::ResetPeakResident()) GTEST_SKIP() << "the peak resident size cannot be reset on this system";
+  auto rt = Runtime::Create();
+  ASSERT_TRUE(rt.ok());
+  constexpr int64_t kBig = int64_t{1} << 26;  // 256 MiB of zeros in the arena, and its copy out
+  constexpr int64_t kBudget = 900 * kMiB;     // one such run fits; four at once do not
+  ModelPool pool(**rt, {.cpu_budget_bytes = kBudget});
+  pool.Add({"zeros", testing::TestModelPath("zeros"), {.device = DeviceRequest::Cpu()}, false, std::nullopt});
+  auto zeros = [&](int64_t n) {
+    Tensor t(DataType::kInt64, {1});
+    std::memcpy(t.data(), &n, sizeof n);
+    return pool.Run("zeros", testing::One("n", std::move(t)));
+  };
+  ASSERT_TRUE(zeros(16).ok());  // measured alone: a tiny need at 1 input element
+  EXPECT_FALSE(pool.StatusOf("zeros")->value_dependent);
+  ASSERT_TRUE(port::ResetPeakResident());
+  const int64_t start = port::ResidentBytes();
+  std::vector<std::thread> clients;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 4; ++i) {
+    clients.emplace_back([&] {
+      auto out = zeros(kBig);
+      if (out.ok() && out->front().tensor.byte_size() == static_cast<size_t>(kBig) * 4) ++ok;
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  const int64_t peak = port::PeakResidentBytes() - start;
+  EXPECT_EQ(ok.load(), 4);
+  const ModelStatus s = *pool.StatusOf("zeros");
+  EXPECT_TRUE(s.value_dependent) << "a run of the size measured before needed 256 MiB more";
+  EXPECT_GE(s.measured_runs, 2);
+  EXPECT_LE(peak, kBudget) << "peak RSS over the start: " << peak / kMiB << " MiB; the runs ran side by side";
+  EXPECT_GE(peak, 256 * kMiB) << "one run's zeros were there";
+  const DeviceAdmission d = pool.Admission().front();
+  EXPECT_GE(d.waited, 3u) << "each waited for the one before";
 }
 
 TEST(RunNeedTest, PredictionsAreConservativeUpperBounds) {

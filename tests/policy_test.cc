@@ -1,6 +1,15 @@
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <future>
 
 #include "ebb/memory_policy.h"
+#include "ebb/runtime.h"
 
 namespace ebb {
 namespace {
@@ -127,6 +136,95 @@ TEST(MemoryPolicyTest, MissingFileIsNotFound) {
   auto p = LoadMemoryPolicy("no/such/policy.json");
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), StatusCode::kNotFound);
+}
+
+// Round four: the policy file went through std::ifstream. A FIFO blocked in open (before `ebb serve`
+// listened, with SIGTERM already blocked), /dev/zero was read until memory ran out, and a link to a
+// policy must still work (a path the user names).
+TEST(MemoryPolicyTest, FileIsReadUnderTheCheckedFileRules) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("ebb_policy_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string fifo = (dir / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto opened = std::async(std::launch::async, [&] { return LoadMemoryPolicy(fifo); });
+  ASSERT_EQ(opened.wait_for(std::chrono::seconds(5)), std::future_status::ready) << "blocked on a FIFO";
+  Result<MemoryPolicy> from_fifo = opened.get();
+  ASSERT_FALSE(from_fifo.ok());
+  EXPECT_EQ(from_fifo.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(from_fifo.status().message().find("not a regular file"), std::string::npos) << from_fifo.status().message();
+
+  Result<MemoryPolicy> from_zero = LoadMemoryPolicy("/dev/zero");
+  ASSERT_FALSE(from_zero.ok());
+  EXPECT_EQ(from_zero.status().code(), StatusCode::kInvalidArgument) << from_zero.status().message();
+
+  const fs::path big = dir / "big.json";
+  {
+    std::ofstream out(big);
+    out << "{" << std::string(kMaxMemoryPolicyFileBytes, ' ') << "}";
+  }
+  Result<MemoryPolicy> from_big = LoadMemoryPolicy(big.string());
+  ASSERT_FALSE(from_big.ok());
+  EXPECT_NE(from_big.status().message().find("larger than the limit of 1 MiB"), std::string::npos)
+      << from_big.status().message();
+
+  const fs::path real = dir / "policy.json";
+  std::ofstream(real) << R"({"release": "never"})";
+  fs::create_symlink(real, dir / "link.json");
+  Result<MemoryPolicy> through_link = LoadMemoryPolicy((dir / "link.json").string());
+  ASSERT_TRUE(through_link.ok()) << through_link.status().ToString();
+  EXPECT_EQ(through_link->release, ReleaseMode::kNever);
+
+  Result<MemoryPolicy> bad = LoadMemoryPolicy(real.string() + "x");
+  EXPECT_EQ(bad.status().code(), StatusCode::kNotFound);
+  fs::remove_all(dir);
+}
+
+TEST(MemoryPolicyTest, FieldsAbsentFromTheTextKeepTheBase) {
+  MemoryPolicy base;
+  base.release = ReleaseMode::kIdle;
+  Result<MemoryPolicy> kept = ParseMemoryPolicy(R"({"memory_pattern": true})", base);
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept->release, ReleaseMode::kIdle);
+  Result<MemoryPolicy> set = ParseMemoryPolicy(R"({"release": "never"})", base);
+  ASSERT_TRUE(set.ok());
+  EXPECT_EQ(set->release, ReleaseMode::kNever);
+}
+
+// Round four: JSON's parser stops at a NUL, so `{"release":"never"}\0garbage` parsed, and so did a
+// policy whose keys after the NUL were silently dropped.
+TEST(MemoryPolicyTest, RefusesTextWithANulByte) {
+  const std::string text("{\"release\": \"never\"}\0{\"relese\": 1}", 34);
+  ASSERT_EQ(text.size(), 34u);
+  Result<MemoryPolicy> p = ParseMemoryPolicy(text);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(p.status().message().find("NUL byte at offset 20"), std::string::npos) << p.status().message();
+  // Written as JSON's escape inside a string, a NUL is text like any other.
+  EXPECT_TRUE(ParseMemoryPolicy(R"({"optimized_model_cache": {"dir": "a\u0000b"}})").ok());
+}
+
+// Round four: intra_op_threads had no bound; 3,000 gave no answer in a minute, and 1,000 under an
+// address-space limit ended the process from inside ORT's thread pool.
+TEST(MemoryPolicyTest, BoundsTheThreadCount) {
+  EXPECT_GE(MaxIntraOpThreads(), kMinMaxIntraOpThreads);
+  const int max = MaxIntraOpThreads();
+  ASSERT_TRUE(ParseMemoryPolicy("{\"intra_op_threads\": " + std::to_string(max) + "}").ok());
+  for (const std::string& n : {std::to_string(max + 1), std::string("3000"), std::string("-1"),
+                               std::string("18446744073709551615"), std::string("1.5")}) {
+    Result<MemoryPolicy> p = ParseMemoryPolicy("{\"intra_op_threads\": " + n + "}");
+    ASSERT_FALSE(p.ok()) << n;
+    EXPECT_NE(p.status().message().find("policy.intra_op_threads must be an integer from 0 to " + std::to_string(max)),
+              std::string::npos)
+        << p.status().message();
+  }
+  // A policy built in code meets the same bound where a runtime is made from it.
+  MemoryPolicy in_code;
+  in_code.intra_op_threads = 100000;
+  auto runtime = Runtime::Create(in_code);
+  ASSERT_FALSE(runtime.ok());
+  EXPECT_EQ(runtime.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(runtime.status().message().find("intra_op_threads"), std::string::npos);
 }
 
 }  // namespace

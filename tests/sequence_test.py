@@ -261,6 +261,32 @@ def test_wrong_parameter_types_get_clear_errors(server):
     assert http_infer(server)[0] == 200  # still serving
 
 
+def test_long_string_ids_are_refused_alike_and_never_quoted_whole(server):
+    """Round four: gRPC took string ids of any length (20 starts of a 64 MiB id held 2.7 GB, each id
+    stored twice), and the START error quoted an 8 MiB id whole, so the client saw
+    RESOURCE_EXHAUSTED on the reply's metadata instead of the error. One bound on both front ends."""
+    limit = "parameters.sequence_id is a string of {} bytes, longer than the limit of 1024 bytes"
+    for size in [1025, 8 * MiB]:
+        for start in [True, False]:
+            with pytest.raises(grpc.RpcError) as e:
+                server.grpc.ModelInfer(grpc_request(model="tiny", sequence_id="s" * size, start=start))
+            assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value.code()
+            assert e.value.details() == limit.format(size)
+    status, body = http_infer(server, model="tiny", sequence_id="s" * 1025, start=True)
+    assert status == 400 and json.loads(body)["error"] == limit.format(1025)
+    assert server.metric("ebb_sequences_open") == 0
+    # At the bound an id works, and the START error quotes it clipped.
+    longest = "s" * 1024
+    with pytest.raises(grpc.RpcError) as e:
+        server.grpc.ModelInfer(grpc_request(model="tiny", sequence_id=longest))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert e.value.details() == ("inference request for sequence " + "s" * 128 + "... (1024 bytes) to model 'tiny' "
+                                 "must specify the START flag on the first request of the sequence")
+    server.grpc.ModelInfer(grpc_request(model="tiny", sequence_id=longest, start=True))
+    server.grpc.ModelInfer(grpc_request(model="tiny", sequence_id=longest, end=True))
+    assert server.metric("ebb_sequences_open") == 0
+
+
 def test_open_sequences_are_limited_with_a_clear_error(server):
     for n in (31, 32, 33):
         assert http_infer(server, model="tiny", sequence_id=n, start=True)[0] == 200

@@ -15,7 +15,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-SequenceControl Seq(SequenceId id, bool start, bool end) { return MakeSequenceControl(std::move(id), start, end); }
+SequenceControl Seq(SequenceId id, bool start, bool end) { return *MakeSequenceControl(std::move(id), start, end); }
 
 struct Timeouts {
   std::mutex mu;
@@ -61,8 +61,29 @@ TEST(SequenceTableTest, UnknownIdsAreRefusedWithTritonsMessage) {
 TEST(SequenceTableTest, NoIdIsNoSequence) {
   EXPECT_FALSE(Seq(uint64_t{0}, true, true).in_sequence());
   EXPECT_FALSE(Seq(std::string(), true, true).in_sequence());
-  EXPECT_FALSE(MakeSequenceControl(std::nullopt, true, true).in_sequence());
+  EXPECT_FALSE(MakeSequenceControl(std::nullopt, true, true)->in_sequence());
   EXPECT_TRUE(Seq(std::string("a"), false, false).in_sequence());
+}
+
+// Round four: gRPC took string ids of any length (20 starts of a 64 MiB id held 2.7 GB) and quoted
+// them whole in errors and logs. One bound for every front end, and clipped quotes.
+TEST(SequenceTableTest, StringIdsAreBoundedAndClippedInMessages) {
+  const std::string longest(kMaxSequenceIdBytes, 'x');
+  Result<SequenceControl> ok = MakeSequenceControl(SequenceId(longest), true, false);
+  ASSERT_TRUE(ok.ok());
+  Result<SequenceControl> over = MakeSequenceControl(SequenceId(longest + "x"), true, false);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(over.status().message().find("parameters.sequence_id is a string of 1025 bytes, longer than the limit of "
+                                         "1024 bytes"),
+            std::string::npos)
+      << over.status().message();
+  auto t = Table(4, milliseconds(60000));
+  Status st = t->Enter("m", "1", *MakeSequenceControl(SequenceId(longest), false, false));
+  ASSERT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("must specify the START flag"), std::string::npos);
+  EXPECT_LT(st.message().size(), 400u) << "the id is quoted clipped";
+  EXPECT_NE(st.message().find("... (1024 bytes)"), std::string::npos) << st.message();
 }
 
 TEST(SequenceTableTest, TheLimitIsAClearErrorAndARestartIsNotANewSequence) {

@@ -439,6 +439,71 @@ TEST(ServerLimitsTest, AFullQueueAnswers503AndTheServerRecovers) {
   RemoveRepository(repo);
 }
 
+std::string SpinRequest(int64_t iterations) {
+  return json{{"inputs", {Input("n", {1}, "INT64", {iterations})}}}.dump();
+}
+
+// Round four: requests went to the HTTP worker pool's unbounded queue before the core's admission
+// saw them, so with few threads nothing was refused (100 requests at --queue 64: no 503, 99
+// waited), and metadata and metrics waited behind the inferences (over 3 s) while health answered.
+TEST(ServerLimitsTest, TheHandOffIsBoundedByTheQueueAndControlRequestsNeverWaitBehindInferences) {
+  const std::string repo = MakeRepository();
+  fs::create_directories(fs::path(repo) / "spin");
+  fs::copy_file(std::string(EBB_TEST_MODELS_DIR) + "/spin/model.onnx", fs::path(repo) / "spin" / "model.onnx");
+  testing::ServerProcess server;
+  // Two HTTP threads: fewer than the requests, as under a burst.
+  ASSERT_TRUE(server.Start({"--repository", repo, "--workers", "1", "--queue", "4", "--http-threads", "2"}));
+  auto post = [&](int64_t n) {
+    httplib::Client c("127.0.0.1", server.port());
+    c.set_read_timeout(120, 0);
+    return c.Post("/v2/models/spin/infer", SpinRequest(n), "application/json");
+  };
+  ASSERT_EQ(post(1)->status, 200);  // loaded
+  std::thread first([&] { EXPECT_EQ(post(2'000'000)->status, 200); });  // seconds: holds the only worker
+  WaitUntilRunning(server.port());
+  constexpr int kMore = 12;
+  std::atomic<int> ok{0}, busy{0};
+  std::vector<std::thread> more;
+  for (int i = 0; i < kMore; ++i) {
+    more.emplace_back([&] {
+      auto res = post(1);
+      ASSERT_TRUE(res);
+      if (res->status == 200) ++ok;
+      if (res->status == 503) {
+        EXPECT_NE(res->body.find(R"({"error":"server busy: 1 inferences running and 4 waiting; retry later"})"),
+                  std::string::npos)
+            << res->body;
+        ++busy;
+      }
+    });
+  }
+  // Wait until the refused ones are answered; the rest wait in line behind the long run.
+  for (int i = 0; i < 500 && busy < kMore - 4; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(busy.load(), kMore - 4) << "at most --workers + --queue inferences handed off at once";
+  // Control requests are answered at once, with both HTTP threads taken by inferences.
+  httplib::Client control("127.0.0.1", server.port());
+  for (const char* path : {"/metrics", "/v2/models/spin", "/v2", "/v2/models/spin/config", "/v2/models/stats"}) {
+    const auto start = std::chrono::steady_clock::now();
+    auto res = control.Get(path);
+    const auto took = std::chrono::steady_clock::now() - start;
+    ASSERT_TRUE(res) << path;
+    EXPECT_EQ(res->status, 200) << path;
+    EXPECT_LT(took, std::chrono::milliseconds(500)) << path << " waited behind the inferences";
+  }
+  auto index = control.Post("/v2/repository/index", "", "application/json");
+  ASSERT_TRUE(index);
+  EXPECT_EQ(index->status, 200);
+  auto metrics = control.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("\nebb_inference_running 1\n"), std::string::npos) << "the long run still runs";
+  first.join();
+  for (std::thread& t : more) t.join();
+  EXPECT_EQ(ok.load(), 4);
+  EXPECT_EQ(post(1)->status, 200) << "the places are given back";
+  EXPECT_EQ(server.Stop(SIGINT), 0);
+  RemoveRepository(repo);
+}
+
 // SIGHUP as SIGTERM: a closed terminal or a supervisor's reload signal must not kill requests in flight.
 TEST(ServerShutdownTest, SigtermAndSighupLetRequestsInFlightFinishThenExitZero) {
   const std::string repo = MakeRepository();

@@ -167,6 +167,7 @@ struct MemoryPolicy {
   // runtime (ORT's global thread pool; 0 = ORT's default, one per physical
   // core). Shared rather than per session: a loaded model then costs no threads
   // or stacks of its own. The first Runtime of the process sets the pool.
+  // At most MaxIntraOpThreads() (4 per hardware thread, at least 16).
   int intra_op_threads = 0;
   // ORT's graph optimization level for every session. `extended` by default,
   // by measurement (docs/memory-policy.md): an idle model then costs 1.0-1.1x
@@ -184,10 +185,24 @@ struct MemoryPolicy {
   int max_unused_models = 8;
 };
 
-// Parses a policy from JSON text; absent fields keep their defaults.
-Result<MemoryPolicy> ParseMemoryPolicy(std::string_view json_text);
-// Reads and parses a policy file.
-Result<MemoryPolicy> LoadMemoryPolicy(const std::string& path);
+// The largest policy file LoadMemoryPolicy reads (a policy written out in full is under 2 KiB).
+inline constexpr uint64_t kMaxMemoryPolicyFileBytes = uint64_t{1} << 20;
+// MaxIntraOpThreads() is never below this.
+inline constexpr int kMinMaxIntraOpThreads = 16;
+// The largest MemoryPolicy::intra_op_threads accepted on this machine: 4 per hardware thread,
+// at least kMinMaxIntraOpThreads. More threads than cores only make each operator wait for the
+// others (measured: 200 on 2 cores made loading a tiny model take 7 s) and cost a stack each.
+int MaxIntraOpThreads();
+
+// Parses a policy from JSON text; absent fields keep `base`'s values (the defaults unless given).
+// Errors: kInvalidArgument naming the key and the rule, for text with a NUL byte anywhere too
+// (JSON's parser would stop there and ignore the rest unseen).
+Result<MemoryPolicy> ParseMemoryPolicy(std::string_view json_text, const MemoryPolicy& base = {});
+// Reads and parses a policy file, under the rules for files ebb did not write (links followed,
+// then: a regular file only, opened without blocking, so a FIFO or a device is refused, at most
+// kMaxMemoryPolicyFileBytes). Errors: kNotFound (no file), kInvalidArgument (not a regular file,
+// too large, a bad policy; the message names the file), kInternal (an I/O error).
+Result<MemoryPolicy> LoadMemoryPolicy(const std::string& path, const MemoryPolicy& base = {});
 // The policy as JSON, every field written (what `ebb policy` prints).
 std::string MemoryPolicyToJson(const MemoryPolicy& policy);
 

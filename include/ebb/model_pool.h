@@ -38,7 +38,15 @@
 // bound: far beyond the sizes measured, it is loose) exceeds that runs alone.
 // A model with no measurement yet runs ALONE on its device (it waits until the
 // runs in flight there have drained, and holds the others back while it runs)
-// to get one.
+// to get one; so do its first two measured runs (kRunsMeasuredAlone), so that
+// a need that follows the inputs' VALUES rather than their size (an output
+// sized by a value: ConstantOfShape, Expand, Range, Resize with scales,
+// NonMaxSuppression; the test model `zeros`, n -> f32[n]) shows before its runs
+// go side by side. A measured run that needed more than twice what a run of
+// the same size needed before (plus 32 MiB of slack for the noise of RSS
+// readings) marks its model VALUE-DEPENDENT: its size predicts nothing, so
+// every run of it runs alone from then on, measured (ModelStatus::
+// value_dependent), and is refused only by the arena's cap, as it runs.
 // What is sound under concurrency: nothing is measured while another lease is
 // out (concurrent runs' RSS and arena peaks cannot be told apart); what else
 // the process does meanwhile (a server decoding other requests) counts in an
@@ -174,6 +182,8 @@ struct ModelStatus {
   int64_t reserved_bytes = 0;          // reserved by its runs in flight now (against the budget)
   int waiting_for_memory = 0;          // its runs waiting for memory now
   uint64_t out_of_memory = 0;          // runs that failed with out-of-memory (each raised its prediction)
+  int measured_runs = 0;               // runs measured (alone in the process)
+  bool value_dependent = false;        // its runs' needs follow their inputs' values: each runs alone
 };
 
 // What a run is predicted to need (ebb/run_need.h: Predict, an upper bound, is
@@ -191,6 +201,7 @@ struct DeviceAdmission {
   int64_t memory_limit_bytes = 0; // what runs may reserve against the budget now: the budget (CPU: at most the
                                   // machine's or container's memory) less the loaded models' charges; -1 = none
   int64_t reserved_bytes = 0;     // reserved against it by runs in flight
+  int64_t held_bytes = 0;         // and by callers' outputs and replies after their runs (MemoryHold)
   int64_t arena_cap_bytes = 0;    // the shared CPU arena's cap (0: none)
   int64_t arena_reserved_bytes = 0;  // reserved against the cap by runs in flight
   int runs = 0;                   // runs in flight with a reservation
@@ -290,6 +301,29 @@ class Lease {
   Reservation r_;
 };
 
+// Memory a caller keeps after a run's lease ends (ModelPool::HoldMemory): the outputs it took,
+// the reply a server encodes from them. Reserved against its device's budget as a run's need is,
+// until the hold goes. Move-only; REQUIRES: the pool outlives it.
+class MemoryHold {
+ public:
+  MemoryHold() = default;
+  MemoryHold(MemoryHold&& other) noexcept
+      : pool_(std::exchange(other.pool_, nullptr)), device_(std::move(other.device_)), bytes_(other.bytes_) {}
+  MemoryHold& operator=(MemoryHold&& other) noexcept;
+  MemoryHold(const MemoryHold&) = delete;
+  MemoryHold& operator=(const MemoryHold&) = delete;
+  ~MemoryHold();
+  int64_t bytes() const { return pool_ ? bytes_ : 0; }
+
+ private:
+  friend class ModelPool;
+  MemoryHold(ModelPool* pool, std::string device, int64_t bytes)
+      : pool_(pool), device_(std::move(device)), bytes_(bytes) {}
+  ModelPool* pool_ = nullptr;
+  std::string device_;
+  int64_t bytes_ = 0;
+};
+
 class ModelPool {
  public:
   using EventFn = std::function<void(const PoolEvent&)>;
@@ -322,6 +356,12 @@ class ModelPool {
   Result<std::vector<NamedTensor>> Run(const std::string& name, const std::vector<NamedTensor>& inputs,
                                        const RunFlags& flags = {}, AcquireOptions options = {});
 
+  // Reserves `bytes` on `device` (admission by memory) for memory a caller keeps after its run's
+  // lease ends (its outputs, the reply it encodes from them), until the hold goes: runs admitted
+  // meanwhile get what is left, and a run alone waits for holds to go as for runs in flight. Taken
+  // at once, whatever is left: the memory is already there. Without admission, an empty hold.
+  MemoryHold HoldMemory(const std::string& device, int64_t bytes);
+
   // Loads a model now (evicting to fit) and keeps it loaded until a request
   // applies its keep-alive; unloads one (even pinned).
   Status Load(const std::string& name);
@@ -353,6 +393,8 @@ class ModelPool {
  private:
   struct Entry;
   friend class Lease;
+  friend class MemoryHold;
+  void ReleaseHold(const MemoryHold& hold);
   struct Line;  // the runs of one device: reservations and the waiting line
   struct Reserved {
     int64_t bytes = 0;        // against the budget
@@ -408,6 +450,7 @@ class ModelPool {
   // Why a run waits, for the message of one that waited too long. REQUIRES: mu_ held.
   std::string WaitReasonLocked(const Entry& e, int64_t elements, bool retry) const;
   void StartMeasuringLocked(Entry& e, Lease& lease);
+  void NoteValueDependenceLocked(Entry& e, const RunNeed& basis, const Lease& lease, int64_t seen);
   void FinishMeasuringLocked(Entry& e, const Lease& lease);
   void ReturnReservationLocked(const Lease& lease);
   ModelStatus StatusLocked(const std::string& name, const Entry& e) const;

@@ -88,6 +88,16 @@ def test_policies_are_read_from_dicts_and_files(runtime, tmp_path):
         ebb.Runtime(str(bad))
     with pytest.raises(TypeError):
         ebb.Runtime(42)
+    # Round four: the file is read under the checked-file rules (a FIFO blocked, /dev/zero was read
+    # until memory ran out), and the thread count is bounded.
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    with pytest.raises(ebb.InvalidArgument, match="not a regular file"):
+        ebb.Runtime(fifo)
+    with pytest.raises(ebb.InvalidArgument, match="not a regular file"):
+        ebb.Runtime("/dev/zero")
+    with pytest.raises(ebb.InvalidArgument, match="policy.intra_op_threads must be an integer from 0 to"):
+        ebb.Runtime({"intra_op_threads": 100000})
 
 
 def test_load_is_cached_by_content(runtime, tmp_path):

@@ -14,11 +14,17 @@ std::string SequenceIdText(const SequenceId& id) {
   return std::get<std::string>(id);
 }
 
-SequenceControl MakeSequenceControl(std::optional<SequenceId> id, bool start, bool end) {
+std::string SequenceIdForMessage(const SequenceId& id) { return Clip(SequenceIdText(id)); }
+
+Result<SequenceControl> MakeSequenceControl(std::optional<SequenceId> id, bool start, bool end) {
+  if (const std::string* text = id ? std::get_if<std::string>(&*id) : nullptr; text && text->size() > kMaxSequenceIdBytes) {
+    return InvalidArgument("parameters.sequence_id is a string of " + std::to_string(text->size()) +
+                           " bytes, longer than the limit of " + std::to_string(kMaxSequenceIdBytes) + " bytes");
+  }
   const bool none = !id || (std::holds_alternative<uint64_t>(*id) && std::get<uint64_t>(*id) == 0) ||
                     (std::holds_alternative<std::string>(*id) && std::get<std::string>(*id).empty());
-  if (none) return {};
-  return {std::move(id), start, end};
+  if (none) return SequenceControl{};
+  return SequenceControl{std::move(id), start, end};
 }
 
 }  // namespace ebb::server

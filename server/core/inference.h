@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ebb/model_config.h"
+#include "ebb/model_pool.h"
 #include "ebb/run_need.h"
 #include "ebb/session.h"
 #include "ebb/tensor.h"
@@ -27,8 +28,14 @@ namespace ebb::server {
 
 // A sequence id: an unsigned integer or a string (Triton's correlation id).
 using SequenceId = std::variant<uint64_t, std::string>;
-// As Triton writes it in its messages: 7, or the string itself.
+// The longest string sequence_id accepted, on every front end (1 KiB: a UUID is 36 bytes). The
+// sequence table keeps each open id, and messages and logs quote it (clipped, status.h's Clip).
+inline constexpr size_t kMaxSequenceIdBytes = 1024;
+
+// 7, or the string itself: the id whole (the table's key is made of it).
 std::string SequenceIdText(const SequenceId& id);
+// As Triton writes it in its messages and logs: SequenceIdText clipped to 128 bytes.
+std::string SequenceIdForMessage(const SequenceId& id);
 
 // A request's sequence parameters, decoded. No id (absent, 0 or ""): not part
 // of a sequence, and the flags mean nothing (as in Triton).
@@ -40,7 +47,8 @@ struct SequenceControl {
 };
 // What every front end builds from the parameters it decoded (`id` nullopt
 // when sequence_id was absent): an id of 0 or "" is no sequence.
-SequenceControl MakeSequenceControl(std::optional<SequenceId> id, bool start, bool end);
+// Errors: kInvalidArgument for a string id longer than kMaxSequenceIdBytes.
+Result<SequenceControl> MakeSequenceControl(std::optional<SequenceId> id, bool start, bool end);
 
 // One inference request, decoded.
 struct InferRequest {
@@ -69,6 +77,9 @@ struct InferResponse {
   std::string model_version;
   std::string id;
   std::vector<NamedTensor> outputs;
+  // The outputs and the reply encoded from them, reserved against the memory budget until the
+  // response goes (ModelPool::HoldMemory): they outlive the run's lease.
+  std::shared_ptr<const MemoryHold> memory;
 };
 
 // A request parameter as the protocols carry them (KServe: bool, int64,

@@ -34,7 +34,7 @@ Status SequenceTable::Enter(const std::string& model, const std::string& version
   auto it = open_.find(key);
   if (it == open_.end()) {
     if (!control.start) {
-      return InvalidArgument("inference request for sequence " + SequenceIdText(id) + " to model '" + model +
+      return InvalidArgument("inference request for sequence " + SequenceIdForMessage(id) + " to model '" + Clip(model) +
                              "' must specify the START flag on the first request of the sequence");
     }
     if (open_.size() >= options_.max_open) {
@@ -45,7 +45,7 @@ Status SequenceTable::Enter(const std::string& model, const std::string& version
   } else if (control.start) {
     // Triton's warning, logged as ebb serve logs (one line to stderr), not an error.
     std::fprintf(stderr, "ebb: warning: sequence %s for model '%s' has a conflict: the previous sequence did not end "
-                 "before this sequence start; it goes on as the new one\n", SequenceIdText(id).c_str(), model.c_str());
+                 "before this sequence start; it goes on as the new one\n", SequenceIdForMessage(id).c_str(), Clip(model).c_str());
   }
   ++it->second.in_flight;
   it->second.last_seen = std::chrono::steady_clock::now();

@@ -126,6 +126,11 @@ Result<bool> InferenceService::ModelReady(const std::string& model, const std::s
   return info->state == PoolState::kReady;
 }
 
+Status InferenceService::Busy() const {
+  return Unavailable("server busy: " + std::to_string(admission_.workers()) + " inferences running and " +
+                     std::to_string(admission_.queue()) + " waiting; retry later");
+}
+
 bool InferenceService::RunsAtOnce(const std::string& model, const std::string& version,
                                   std::chrono::nanoseconds limit) {
   if (limit.count() <= 0 || shutting_down_) return false;
@@ -297,9 +302,7 @@ Result<InferResponse> InferenceService::Infer(const std::string& model, const st
   t.queue = NanosSince(step);
   switch (ticket.outcome()) {
     case Admission::Outcome::kAdmitted: break;
-    case Admission::Outcome::kQueueFull:
-      return finish(Unavailable("server busy: " + std::to_string(admission_.workers()) + " inferences running and " +
-                                std::to_string(admission_.queue()) + " waiting; retry later"));
+    case Admission::Outcome::kQueueFull: return finish(Busy());
     case Admission::Outcome::kTimedOut:
       return finish(Unavailable("server busy: waited " + std::to_string(options_.queue_timeout.count()) +
                                 " ms (--queue-timeout-ms) for one of the " + std::to_string(admission_.workers()) +
@@ -357,6 +360,12 @@ Result<InferResponse> InferenceService::Infer(const std::string& model, const st
         t.infer = NanosSince(run);
         if (!result.ok()) return result.status();
         response.outputs = std::move(result).value();
+        // Held past the lease, while the front end encodes and sends the reply: the outputs, and
+        // about as much again for the reply (binary; JSON text is larger), taken before the lease
+        // ends so that no run is admitted into memory they still hold.
+        int64_t bytes = 0;
+        for (const NamedTensor& output : response.outputs) bytes += static_cast<int64_t>(output.tensor.byte_size());
+        response.memory = std::make_shared<const MemoryHold>(repository_->pool().HoldMemory("cpu", 2 * bytes));
         return Status::Ok();
       });
   if (!st.ok()) return finish(st);

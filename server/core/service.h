@@ -156,6 +156,12 @@ class InferenceService {
   // still take longer (larger inputs). False for a version never answered. Cheap; any thread.
   bool RunsAtOnce(const std::string& model, const std::string& version, std::chrono::nanoseconds limit);
   Result<InferResponse> Infer(const std::string& model, const Decoder& decode) { return Infer(model, "", decode); }
+  // How many inferences may be in the server at once: running (--workers) plus waiting (--queue).
+  // A front end that hands requests to threads of its own before Infer sees them keeps at most
+  // this many handed off, and answers the rest with Busy() at once (server/http).
+  size_t InferencesAtOnce() const { return admission_.workers() + admission_.queue(); }
+  // kUnavailable "server busy: ..." (HTTP 503, gRPC UNAVAILABLE), what a full queue answers.
+  Status Busy() const;
 
   // --- Operations -------------------------------------------------------------
   // The Prometheus text exposition of every metric.

@@ -268,7 +268,9 @@ Status DecodeSequence(const google::protobuf::Map<std::string, inference::InferP
     }
     flags[k] = it->second.bool_param();
   }
-  out->sequence = MakeSequenceControl(std::move(id), flags[0], flags[1]);
+  Result<SequenceControl> control = MakeSequenceControl(std::move(id), flags[0], flags[1]);
+  if (!control.ok()) return control.status();
+  out->sequence = std::move(control).value();
   return Status::Ok();
 }
 

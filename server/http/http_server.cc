@@ -46,6 +46,9 @@ constexpr auto kLingerTotal = std::chrono::seconds(5);  // bytes so that it can 
 constexpr size_t kMaxRefusing = 64;   // refused connections being answered at once; beyond: closed
 constexpr size_t kExtraFiles = 512;   // descriptors beside the connections (models, listener, ...)
 constexpr size_t kCompressMinBytes = 1024;
+// Threads for control requests (metadata, metrics, index, statistics): each is quick, so a few keep
+// them answered while every worker is taken by inferences.
+constexpr size_t kControlThreads = 4;
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
 std::string Seconds(int s) { return std::to_string(s) + " s"; }
@@ -122,7 +125,8 @@ struct Transport {
         io(static_cast<int>(std::max<size_t>(1, options.io_threads))),
         acceptor(asio::make_strand(io)),
         accept_retry(acceptor.get_executor()),
-        workers(std::max<size_t>(1, options.threads)) {}
+        workers(std::max<size_t>(1, options.threads)),
+        control(kControlThreads) {}
 
   Status Bind();
   void Serve();
@@ -152,6 +156,19 @@ struct Transport {
            now - before > std::chrono::duration_cast<Clock::duration>(kLoneWindow).count();
   }
 
+  // An inference handed off (to a worker or an event-loop turn) until it is answered: false when
+  // InferencesAtOnce() are already, so that what waits is bounded as the core's queue is (the
+  // worker pool's own queue has no bound). GiveBackInference ends it.
+  bool TakeInference() {
+    const size_t limit = api.InferencesAtOnce();
+    size_t now = inferences.load(std::memory_order_relaxed);
+    do {
+      if (now >= limit) return false;
+    } while (!inferences.compare_exchange_weak(now, now + 1, std::memory_order_relaxed));
+    return true;
+  }
+  void GiveBackInference() { inferences.fetch_sub(1, std::memory_order_relaxed); }
+
   // The budget of body bytes in flight (the core's, shared with gRPC).
   bool Reserve(size_t n) { return body_budget.TryCharge(n); }
   void Unreserve(size_t n) { body_budget.Release(n); }
@@ -166,6 +183,7 @@ struct Transport {
   std::atomic<size_t> inline_turns{options.io_threads > 1 ? options.io_threads - 1 : 0};
   std::atomic<const void*> last_dispatcher{nullptr};  // Lone(): the connection of the last dispatch
   std::atomic<int64_t> last_dispatch{0};              // and when (Clock ticks)
+  std::atomic<size_t> inferences{0};                  // handed off and not answered (TakeInference)
   int port = 0;
   std::mutex mu;
   std::unordered_set<Connection*> live;  // guarded by mu; for Stop
@@ -173,7 +191,8 @@ struct Transport {
   asio::io_context io;
   tcp::acceptor acceptor;
   asio::steady_timer accept_retry;
-  asio::thread_pool workers;
+  asio::thread_pool workers;  // inferences, loads and unloads
+  asio::thread_pool control;  // control requests (RestApi::Kind::kControl): never behind an inference
 };
 
 // One connection: reads and frames requests one at a time, runs each (inline or on a worker),
@@ -305,7 +324,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     head_request_ = framer_->method() == "HEAD";
     http10_ = framer_->version() == 10;
     if (AnsweredInline(*framer_)) return Send(Prepare(Handle()));
-    const bool quick = IsQuick();
+    const RestApi::Kind kind = t_.api.KindOf(HttpRequest{framer_->method(), framer_->target(), {}, {}});
+    if (kind == RestApi::Kind::kInference && !t_.TakeInference()) return Send(Prepare(t_.api.Busy()));
+    // Given back once the reply is made, on whichever thread makes it.
+    std::shared_ptr<void> handed_off;
+    if (kind == RestApi::Kind::kInference) handed_off.reset(&t_, [](Transport* t) { t->GiveBackInference(); });
+    const bool quick = kind == RestApi::Kind::kInference && IsQuick();
     if (quick || t_.TakeInlineTurn()) {
       // A quick request, or an event-loop turn (another event-loop thread serves the other
       // connections meanwhile; at most io_threads - 1 turns are out): the request runs here,
@@ -314,14 +338,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
       client_gone_.reset();
       inline_socket_ = static_cast<intptr_t>(socket_.native_handle());
       Outgoing reply = Prepare(Handle());
+      handed_off.reset();
       inline_socket_ = -1;
       if (!quick) t_.GiveBackInlineTurn();
       return Send(std::move(reply));
     }
     client_gone_ = std::make_shared<std::atomic<bool>>(false);
     const uint64_t handling = ++handling_;
-    asio::post(t_.workers, [self = shared_from_this(), work = asio::make_work_guard(executor())] {
+    asio::thread_pool& pool = kind == RestApi::Kind::kControl ? t_.control : t_.workers;
+    asio::post(pool, [self = shared_from_this(), work = asio::make_work_guard(executor()),
+                      handed_off = std::move(handed_off)]() mutable {
       Outgoing reply = self->Prepare(self->Handle());
+      handed_off.reset();
       // The reply leaves from here when the socket takes it at once (the usual case), one thread
       // hop sooner: while a request is handled the strand does not touch the socket.
       self->SendNow(reply);
@@ -650,6 +678,7 @@ void Transport::Serve() {
   run();
   for (std::thread& thread : more) thread.join();
   workers.join();
+  control.join();
 }
 
 void Transport::Stop() {

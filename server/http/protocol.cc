@@ -697,7 +697,9 @@ Status ParseSequence(const json& params, InferRequest* request) {
     if (b == nullptr) return InvalidArgument(std::string("parameters.") + names[k] + " must be true or false, got " + Excerpt(*it));
     flags[k] = *b;
   }
-  request->sequence = MakeSequenceControl(std::move(id), flags[0], flags[1]);
+  Result<SequenceControl> control = MakeSequenceControl(std::move(id), flags[0], flags[1]);
+  if (!control.ok()) return control.status();
+  request->sequence = std::move(control).value();
   return Status::Ok();
 }
 

@@ -246,6 +246,16 @@ HttpReply ReplyFor(const Status& status) {
   return ErrorReply(code, status.message());
 }
 
+RestApi::Kind RestApi::KindOf(const HttpRequest& request) const {
+  Result<std::vector<std::string>> segments = SplitPath(request.target);
+  if (!segments.ok()) return Kind::kControl;
+  const Route route = Match(*segments);
+  if (request.method != route.method) return Kind::kControl;  // 404, 405
+  if (route.endpoint == Endpoint::kInfer) return Kind::kInference;
+  if (route.endpoint == Endpoint::kLoad || route.endpoint == Endpoint::kUnload) return Kind::kRepository;
+  return Kind::kControl;
+}
+
 bool RestApi::RunsAtOnce(const HttpRequest& request, std::chrono::nanoseconds limit) {
   if (request.method != "POST") return false;
   Result<std::vector<std::string>> segments = SplitPath(request.target);

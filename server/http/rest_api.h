@@ -68,6 +68,17 @@ class RestApi {
   explicit RestApi(InferenceService& service) : service_(service) {}
 
   HttpReply Handle(const HttpRequest& request);
+
+  // What a request is to a transport that hands requests to threads: an inference (at most
+  // InferencesAtOnce() handed off at once; more get Busy() at once), a repository change (load
+  // and unload: as long as a model's load), or control (health, server and model metadata,
+  // configuration, statistics, metrics, the repository index, and whatever gets an error reply:
+  // quick, and never to wait behind inferences). Reads the method and target only.
+  enum class Kind { kInference, kRepository, kControl };
+  Kind KindOf(const HttpRequest& request) const;
+  size_t InferencesAtOnce() const { return service_.InferencesAtOnce(); }
+  // 503 {"error": "server busy: ..."}: the core's answer when its queue is full.
+  HttpReply Busy() const { return ReplyFor(service_.Busy()); }
   // Whether `request` is an inference that would start at once and take less than `limit`
   // (InferenceService::RunsAtOnce), for a transport that would then run it where it was framed.
   bool RunsAtOnce(const HttpRequest& request, std::chrono::nanoseconds limit);

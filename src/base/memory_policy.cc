@@ -1,8 +1,11 @@
 #include "ebb/memory_policy.h"
 
+#include <algorithm>
 #include <functional>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 namespace ebb {
 namespace {
@@ -90,14 +93,6 @@ FieldReader Text(std::string* out) {
   };
 }
 
-FieldReader Int(int* out) {
-  return [out](const json& v, const std::string& where) {
-    if (!v.is_number_integer() || v.get<int64_t>() < 0) return InvalidArgument(where + " must be a non-negative integer");
-    *out = v.get<int>();
-    return Status::Ok();
-  };
-}
-
 // An integer in [lo, hi].
 FieldReader IntIn(int* out, int64_t lo, int64_t hi) {
   return [out, lo, hi](const json& v, const std::string& where) {
@@ -140,10 +135,21 @@ json ArenaToJson(const ArenaPolicy& a) {
 
 }  // namespace
 
-Result<MemoryPolicy> ParseMemoryPolicy(std::string_view json_text) {
+int MaxIntraOpThreads() {
+  const int hardware = static_cast<int>(std::min(std::thread::hardware_concurrency(), 1024u));
+  return std::max(kMinMaxIntraOpThreads, 4 * hardware);
+}
+
+Result<MemoryPolicy> ParseMemoryPolicy(std::string_view json_text, const MemoryPolicy& base) {
+  // JSON's parser stops at a NUL as at the end of the text, so what follows one would be ignored
+  // unseen: refused instead (JSON text never holds a raw NUL; inside a string it is written \u0000).
+  if (const size_t nul = json_text.find('\0'); nul != std::string_view::npos) {
+    return InvalidArgument("memory policy holds a NUL byte at offset " + std::to_string(nul) +
+                           " (JSON text has none; the text after it would be ignored)");
+  }
   json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return InvalidArgument("memory policy is not valid JSON");
-  MemoryPolicy p;
+  MemoryPolicy p = base;
   FieldReader cpu = [&p](const json& v, const std::string& where) {
     return ReadObject(v, where,
                       {{"arena", Enum(kCpuArena, &p.cpu.arena)}, {"arena_settings", Arena(&p.cpu.arena_settings)}});
@@ -170,10 +176,10 @@ Result<MemoryPolicy> ParseMemoryPolicy(std::string_view json_text) {
                                   {"trim_heap_after_release", Bool(&p.trim_heap_after_release)},
                                   {"memory_pattern", Bool(&p.memory_pattern)},
                                   {"strict_device", Bool(&p.strict_device)},
-                                  {"intra_op_threads", Int(&p.intra_op_threads)},
+                                  {"intra_op_threads", IntIn(&p.intra_op_threads, 0, MaxIntraOpThreads())},  // Runtime::Create's bound
                                   {"graph_optimization", Enum(kGraphOptimization, &p.graph_optimization)},
                                   {"optimized_model_cache", cache},
-                                  {"max_unused_models", Int(&p.max_unused_models)}}));
+                                  {"max_unused_models", IntIn(&p.max_unused_models, 0, std::numeric_limits<int>::max())}}));
   return p;
 }
 

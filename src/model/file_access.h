@@ -39,6 +39,10 @@ struct FileRules {
   std::string root;
   // The file must be this user's, not writable by group or others, no link.
   bool own_private = false;
+  // A path the user named (a file given on the command line): links on the way and in the final
+  // name are followed, and the checks apply to the file they lead to. Not with `root` or
+  // `own_private`, whose rules are about links.
+  bool follow_links = false;
   // The largest file accepted; 0 = no cap (the cache's entries, bounded by
   // the cache's max_bytes instead).
   uint64_t max_bytes = 0;

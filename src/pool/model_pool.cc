@@ -92,6 +92,8 @@ void ModelPool::Add(ModelSpec spec) {
   if (e->spec.path != spec.path) {  // another file: what its runs need is not known
     e->need = RunNeed();
     e->arena_need = RunNeed();
+    e->measured_runs = 0;
+    e->value_dependent = false;
   }
   e->removed = false;
   e->file_bytes = file_bytes;

@@ -4,6 +4,7 @@
 // RunNeed.
 #include <cstdio>
 
+#include "log.h"
 #include "model_pool_internal.h"
 
 namespace ebb {
@@ -84,6 +85,7 @@ std::string ModelPool::WaitReasonLocked(const Entry& e, int64_t elements, bool r
   const Line& line = *it->second;
   const Limits limits = RunLimitsLocked(e.device, 0, false);
   reason += "; " + std::to_string(line.runs) + " runs in flight on " + e.device + " hold " + Mib(line.reserved);
+  if (line.holds > 0) reason += ", " + std::to_string(line.holds) + " replies " + Mib(line.held);
   if (limits.memory >= 0) reason += " of the " + Mib(limits.memory) + " they may reserve (" + limits.MemoryWhy() + ")";
   if (limits.arena >= 0) reason += " and " + Mib(line.arena_reserved) + " of " + limits.ArenaWhy();
   return reason + ", " + std::to_string(line.waiting.size()) + " runs waiting";
@@ -93,9 +95,10 @@ ModelPool::Admit ModelPool::TryAdmitLocked(Entry& e, int64_t elements, uint64_t 
                                            Reserved* reserved, Status* refusal, std::vector<PoolEvent>* events) {
   Line& line = LineOf(e.device);
   const auto [memory, arena] = PredictLocked(e, elements);
-  // Not measured yet (or retrying after an out-of-memory): it runs alone, to be measured.
+  // Not measured yet (or retrying after an out-of-memory): it runs alone, to be measured. So do a
+  // model's first few runs, and every run of a model whose need follows its inputs' values.
   bool alone = retry || !memory;
-  if (memory && !retry) {
+  if (memory && !retry && !e.value_dependent) {
     const Limits most = RunLimitsLocked(e.device, ChargeOf(e), /*alone=*/true);
     // Refused only on what it needs at least; a prediction (an upper bound) that cannot fit makes
     // it run alone, to be measured.
@@ -117,11 +120,17 @@ ModelPool::Admit ModelPool::TryAdmitLocked(Entry& e, int64_t elements, uint64_t 
     }
     alone = (most.arena >= 0 && *arena > most.arena) || (most.memory >= 0 && *memory > most.memory);
   }
+  if (e.value_dependent || e.measured_runs < kRunsMeasuredAlone) alone = true;
   // In arrival order: only the first in line may go, and nobody while a run holds the device alone.
   if (!line.First(ticket) || line.alone) return Admit::kWait;
   Reserved taken{0, 0, alone, memory.value_or(-1), arena.value_or(-1)};
+  // When idle models' charges keep a predicted need out even with nothing else running, they go
+  // (LRU first), for a run alone too; runs in flight are waited for, never evicted.
+  if (const int64_t b = budget(e.device); memory && b > 0 && UsedLocked(e.device) + *memory > b) {
+    (void)MakeRoomLocked(e.device, *memory, e.spec.name, events);
+  }
   if (alone) {
-    if (line.runs > 0) return Admit::kWait;  // it waits for the runs in flight to drain
+    if (line.runs > 0 || line.holds > 0) return Admit::kWait;  // it waits for the runs in flight to drain
     // Shown while it runs (within the limits: the device is its own anyway).
     const Limits limits = RunLimitsLocked(e.device, 0, false);
     taken.bytes = limits.memory >= 0 ? std::min(memory.value_or(0), limits.memory) : memory.value_or(0);
@@ -129,13 +138,8 @@ ModelPool::Admit ModelPool::TryAdmitLocked(Entry& e, int64_t elements, uint64_t 
   } else {
     taken.bytes = *memory;
     taken.arena_bytes = *arena;
-    // When idle models' charges keep it out even with nothing else running, they go (LRU first);
-    // runs in flight are waited for, never evicted.
-    if (const int64_t b = budget(e.device); b > 0 && UsedLocked(e.device) + taken.bytes > b) {
-      (void)MakeRoomLocked(e.device, taken.bytes, e.spec.name, events);
-    }
     const Limits limits = RunLimitsLocked(e.device, 0, false);
-    if (limits.memory >= 0 && line.reserved + taken.bytes > limits.memory) return Admit::kWait;
+    if (limits.memory >= 0 && line.reserved + line.held + taken.bytes > limits.memory) return Admit::kWait;
     if (limits.arena >= 0 && line.arena_reserved + taken.arena_bytes > limits.arena) return Admit::kWait;
   }
   *reserved = taken;
@@ -149,6 +153,39 @@ ModelPool::Admit ModelPool::TryAdmitLocked(Entry& e, int64_t elements, uint64_t 
   e.last_need_bytes = alone ? 0 : taken.bytes;
   e.last_arena_need_bytes = alone ? 0 : taken.arena_bytes;
   return Admit::kAdmitted;
+}
+
+MemoryHold ModelPool::HoldMemory(const std::string& device, int64_t bytes) {
+  if (!options_.admit_by_memory || bytes <= 0) return MemoryHold();
+  std::lock_guard<std::mutex> lock(mu_);
+  Line& line = LineOf(device);
+  line.held += bytes;
+  ++line.holds;
+  return MemoryHold(this, device, bytes);
+}
+
+void ModelPool::ReleaseHold(const MemoryHold& hold) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Line& line = LineOf(hold.device_);
+    line.held -= hold.bytes_;
+    --line.holds;
+  }
+  changed_.notify_all();  // a run waiting for memory may go now
+}
+
+MemoryHold& MemoryHold::operator=(MemoryHold&& other) noexcept {
+  if (this != &other) {
+    if (pool_) pool_->ReleaseHold(*this);
+    pool_ = std::exchange(other.pool_, nullptr);
+    device_ = std::move(other.r_.device);
+    bytes_ = other.bytes_;
+  }
+  return *this;
+}
+
+MemoryHold::~MemoryHold() {
+  if (pool_) pool_->ReleaseHold(*this);
 }
 
 void ModelPool::LeaveLineLocked(RunPlace* place) {
@@ -236,19 +273,39 @@ void ModelPool::StartMeasuringLocked(Entry& e, Lease& lease) {
   }
 }
 
+// A measured run of a size measured before that needed far more than that one (kValueDependence):
+// its model's need follows its inputs' values. `basis` holds the measurements `seen` compares with.
+void ModelPool::NoteValueDependenceLocked(Entry& e, const RunNeed& basis, const Lease& lease, int64_t seen) {
+  if (e.value_dependent || lease.r_.retry || lease.r_.run_elements < 0 || !basis.Measured(lease.r_.run_elements)) return;
+  const int64_t before = basis.Predict(lease.r_.run_elements).value_or(0);
+  if (seen <= 2 * before + kValueDependenceSlackBytes) return;
+  e.value_dependent = true;
+  detail::LogWarning("model '" + Clip(e.spec.name) + "': a run of " + std::to_string(lease.r_.run_elements) +
+                     " input elements needed " + Mib(seen) + " where one of the same size needed " + Mib(before) +
+                     ": its memory follows its inputs' values, not their size; its runs run alone from now on");
+}
+
 void ModelPool::FinishMeasuringLocked(Entry& e, const Lease& lease) {
   const bool measured = lease.r_.measure_generation && lease.r_.measure_generation == generation_;
   int64_t peak = -1;
+  // Whether the shared arena saw this run's allocations (CPU): its figures are exact, where RSS
+  // also counts what the process did meanwhile (a server decoding other requests), so value
+  // dependence is judged on them alone.
+  bool by_arena = false;
   if (e.device == "cpu") {
     if (!measured) return;
     peak = ReadPeakRssBytes() - lease.r_.rss_at_start;
+    by_arena = lease.r_.arena_peak_at_start >= 0;
     // The shared arena's peak, when this run raised it: its own (it was alone), exact, and counted
     // even where RSS did not grow (arena regions that heap pages already held).
-    if (lease.r_.arena_peak_at_start >= 0) {
+    if (by_arena) {
       if (auto shared = runtime_.ReadSharedArena(); shared && shared->peak_in_use > lease.r_.arena_peak_at_start) {
         const int64_t arena = shared->peak_in_use - lease.r_.arena_in_use_at_start;
         peak = std::max(peak, arena);
         if (lease.r_.run_elements >= 0) {
+          // Against the arena need at this size, else the memory need (an RSS reading, never below it).
+          NoteValueDependenceLocked(e, e.arena_need.Measured(lease.r_.run_elements) ? e.arena_need : e.need, lease,
+                                    arena);
           e.arena_need.Record(lease.r_.run_elements, lease.r_.retry ? std::max(arena, lease.r_.arena_predicted) : arena);
         }
       }
@@ -269,6 +326,8 @@ void ModelPool::FinishMeasuringLocked(Entry& e, const Lease& lease) {
   peak = std::max<int64_t>(peak, 0);
   e.transient_bytes = std::max(e.transient_bytes, peak);
   if (lease.r_.run_elements < 0) return;
+  ++e.measured_runs;
+  if (!by_arena) NoteValueDependenceLocked(e, e.need, lease, peak);
   // An out-of-memory retry raises the prediction to what was seen, and never lowers it.
   e.need.Record(lease.r_.run_elements, lease.r_.retry ? std::max(peak, lease.r_.predicted) : peak);
 }
@@ -283,6 +342,8 @@ ModelStatus ModelPool::StatusLocked(const std::string& name, const Entry& e) con
   s.last_arena_need_bytes = e.last_arena_need_bytes;
   s.reserved_bytes = e.reserved_bytes;
   s.out_of_memory = e.out_of_memory;
+  s.measured_runs = e.measured_runs;
+  s.value_dependent = e.value_dependent;
   for (const auto& [device, line] : lines_) s.waiting_for_memory += line->WaitingFor(name);
   return s;
 }
@@ -308,6 +369,7 @@ std::vector<DeviceAdmission> ModelPool::Admission() const {
     d.arena_cap_bytes = std::max<int64_t>(limits.arena, 0);
     if (line) {
       d.reserved_bytes = line->reserved;
+      d.held_bytes = line->held;
       d.arena_reserved_bytes = line->arena_reserved;
       d.runs = line->runs;
       d.alone = line->alone;

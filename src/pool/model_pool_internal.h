@@ -42,7 +42,22 @@ struct ModelPool::Entry {
   int64_t last_arena_need_bytes = 0;
   int64_t reserved_bytes = 0;    // by its run leases out
   uint64_t out_of_memory = 0;
+  // Runs measured (alone in the process). The first kRunsMeasuredAlone run alone, so that a need
+  // that follows the input's values rather than its size shows before runs go side by side.
+  int measured_runs = 0;
+  // Two measured runs of the same input size needed very different memory (kValueDependence):
+  // the size does not predict the need, so every run of the model runs alone, measured. Kept, as
+  // the RunNeed is, across evictions and reloads.
+  bool value_dependent = false;
 };
+
+// The first runs of a model that run alone to be measured, whatever their predictions say.
+inline constexpr int kRunsMeasuredAlone = 2;
+// A measured run of a size measured before that needed more than twice the need recorded for it,
+// plus this, marks its model value-dependent (a need that follows the input's values: an output
+// sized by a value, as ConstantOfShape, Expand, Range, Resize with scales, NonMaxSuppression do).
+// The slack keeps the noise of small RSS readings from marking anything.
+inline constexpr int64_t kValueDependenceSlackBytes = int64_t{32} << 20;
 
 // The runs of one device: what they reserved, and those waiting, in arrival
 // order (out-of-memory retries ahead of the others, among themselves in order).
@@ -56,6 +71,8 @@ struct ModelPool::Line {
   int64_t reserved = 0;        // by runs in flight, against the budget
   int64_t arena_reserved = 0;  // and against the shared arena's cap
   int runs = 0;          // runs in flight with a reservation
+  int64_t held = 0;      // by MemoryHolds (callers' outputs and replies), against the budget
+  int holds = 0;
   bool alone = false;    // one of them holds the device alone
   uint64_t admitted = 0, waited = 0, refused = 0, timed_out = 0, cancelled = 0;
   double wait_seconds = 0;

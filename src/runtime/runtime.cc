@@ -61,6 +61,13 @@ Runtime::~Runtime() {
 }
 
 Result<std::unique_ptr<Runtime>> Runtime::Create(const MemoryPolicy& policy) {
+  // The parser's bound, for a policy built in code too: thousands of threads take minutes to start,
+  // and where they cannot all start ORT's pool ends the process.
+  if (policy.intra_op_threads < 0 || policy.intra_op_threads > MaxIntraOpThreads()) {
+    return InvalidArgument("policy.intra_op_threads must be an integer from 0 to " +
+                           std::to_string(MaxIntraOpThreads()) + " on this machine (4 per hardware thread), got " +
+                           std::to_string(policy.intra_op_threads));
+  }
   auto ctx = detail::RuntimeContext::Create(policy);
   if (!ctx.ok()) return ctx.status();
   return std::unique_ptr<Runtime>(new Runtime(std::move(ctx).value()));

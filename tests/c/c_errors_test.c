@@ -129,6 +129,14 @@ static void test_bad_runtime_and_loads(void) {
   CHECK_CODE(ebb_runtime_create(typo, strlen(typo), &rt), EBB_INVALID_ARGUMENT, "arena_setings");
   CHECK_CODE(ebb_runtime_create("{nope", 5, &rt), EBB_INVALID_ARGUMENT, "not valid JSON");
   CHECK_CODE(ebb_runtime_create_from_file("/nonexistent/policy.json", &rt), EBB_NOT_FOUND, "policy.json");
+  /* Round four: the policy file is a regular file of at most 1 MiB (a device was read until memory
+   * ran out; a FIFO blocked the call), the text is read to its length (what followed a NUL was
+   * ignored), and the thread count is bounded (thousands never answered). */
+  CHECK_CODE(ebb_runtime_create_from_file("/dev/zero", &rt), EBB_INVALID_ARGUMENT, "not a regular file");
+  const char with_nul[] = "{\"release\": \"never\"}\0{\"relese\": 1}";
+  CHECK_CODE(ebb_runtime_create(with_nul, sizeof with_nul - 1, &rt), EBB_INVALID_ARGUMENT, "NUL byte");
+  const char* threads = "{\"intra_op_threads\": 3000}";
+  CHECK_CODE(ebb_runtime_create(threads, strlen(threads), &rt), EBB_INVALID_ARGUMENT, "intra_op_threads");
   /* The shared arena has an owner already (g_rt). */
   CHECK_CODE(ebb_runtime_create(NULL, 0, &rt), EBB_FAILED_PRECONDITION, "one Runtime per process");
   CHECK(rt == NULL);
