@@ -63,6 +63,10 @@ Result<CheckedFile> CheckedFile::Open(const std::string& path, const FileRules& 
       return InvalidArgument(what + " '" + path + "' resolves outside " + root + ": refused");
     }
     target = *real;
+  } else if (rules.follow_links) {
+    Result<std::string> real = port::RealPath(path);
+    if (!real.ok()) return InvalidArgument(what + " '" + path + "' " + real.status().message());
+    target = *real;
   }
   Result<port::ReadOnlyFile> opened = port::ReadOnlyFile::Open(target, /*no_follow=*/true);
   if (!opened.ok()) {
