@@ -88,7 +88,9 @@ struct RunFlags {
   // Whether this run is the last of the caller's operation. A single call is a
   // whole operation, hence the default.
   bool ends_operation = true;
-  // Outputs to compute, by name; empty computes all of them, in model order.
+  // Outputs to compute, by name, each at most once (a name given twice is
+  // kInvalidArgument, as the server refuses it); empty computes all of them,
+  // in model order.
   std::vector<std::string> outputs;
   // Called once, on the calling thread, after the run (success or failure).
   const RunObserver* observer = nullptr;
@@ -120,7 +122,7 @@ class Session {
 
   // The run boundary (see the file comment).
   // Errors: kInvalidArgument for unknown/missing inputs or a wrong type or
-  // shape; kResourceExhausted when memory ran out (the session is then
+  // shape, an unknown output or one asked for twice; kResourceExhausted when memory ran out (the session is then
   // dropped from its cache); kInternal for other ORT failures.
   Result<std::vector<NamedTensor>> Run(const std::vector<NamedTensor>& inputs, const RunFlags& flags = {});
 
