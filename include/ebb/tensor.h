@@ -67,8 +67,8 @@ int64_t ElementCount(const Shape& shape);
 // shape that came from outside (the C API, Java, images, tiling, decoders):
 // the bytes `shape` takes of `type` (kBytes: its 4-byte length prefixes, the
 // least its serialisation takes). Checked arithmetic on the product of the
-// non-zero dims, so that neither the count nor the byte size can wrap even
-// when a zero dim makes the tensor empty.
+// non-zero dims (a zero dim makes the tensor empty, but the product of the
+// others must still fit, so that no stride or partial product can wrap).
 // Errors: kInvalidArgument, naming the shape, for a negative dim or a count
 // or byte size past INT64_MAX.
 Result<int64_t> CheckedByteSize(DataType type, const Shape& shape);
