@@ -92,9 +92,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t count = given % 64;
   std::vector<const char*> values(count, "");
   std::vector<size_t> lengths(count, 0);
+  bool strings_empty = false;
+  const __int128 strings_reference = Reference(shape, 4, &strings_empty);
+  const bool strings_refused = strings_reference < 0 || strings_reference > kInt64Max;
+  const __int128 strings_bytes = strings_empty ? 0 : strings_reference;
   t = nullptr;
   const bool strings = Ok(ebb_tensor_create_strings(shape.data(), rank, values.data(), lengths.data(), count, &t));
-  Expect(strings == (!refused && bytes == static_cast<__int128>(count) * 4));
-  if (strings) CheckMade(t, shape, count * 4, empty);
+  Expect(strings == (!strings_refused && strings_bytes == static_cast<__int128>(count) * 4));
+  if (strings) CheckMade(t, shape, count * 4, strings_empty);
   return 0;
 }
