@@ -56,10 +56,17 @@ Status CheckFrame(const Session& session, const Tensor& frame) {
   return Status::Ok();
 }
 
-// The options for `frame` (TileOptionsFor), unless the model's input has a fixed height and width.
-TileOptions FrameOptions(const TensorInfo& input, const Tensor& frame, const TileOptions& options) {
+// The options for every frame of an operation (TileOptionsFor over the largest height and width among
+// them, so that all its runs keep one input shape), unless the model's input has a fixed height and
+// width. REQUIRES: the frames passed CheckFrame.
+TileOptions SharedTileOptions(const TensorInfo& input, const std::vector<Tensor>& frames, const TileOptions& options) {
   if (input.shape.size() == 4 && input.shape[2] >= 0 && input.shape[3] >= 0) return options;
-  return TileOptionsFor(options, frame.shape()[2], frame.shape()[3]);
+  int64_t height = 1, width = 1;
+  for (const Tensor& frame : frames) {
+    height = std::max(height, frame.shape()[2]);
+    width = std::max(width, frame.shape()[3]);
+  }
+  return TileOptionsFor(options, height, width);
 }
 
 // Whether a batch of `k` tiles of `tile` pixels from `frame`, and the model's output for it (at least
@@ -112,7 +119,7 @@ struct TiledJob {
   const std::vector<Tensor>& frames;
   TileOptions options;
   std::vector<std::vector<TileRect>> plans;
-  std::vector<int64_t> tiles;  // per frame (FrameOptions)
+  std::vector<int64_t> tiles;  // per frame (one for the operation: SharedTileOptions)
   std::vector<Tensor> results;
   int64_t scale = 0;
 
@@ -216,9 +223,9 @@ Result<std::vector<Tensor>> RunTiled(Runtime& runtime, const std::shared_ptr<Ses
     job.scale = *scale;
   }
   Operation op(runtime, options);
+  for (const Tensor& frame : frames) EBB_RETURN_IF_ERROR(CheckFrame(*session, frame));
+  const TileOptions frame_tiles = SharedTileOptions(session->inputs()[0], frames, tiles);
   for (size_t f = 0; f < frames.size(); ++f) {
-    EBB_RETURN_IF_ERROR(CheckFrame(*session, frames[f]));
-    const TileOptions frame_tiles = FrameOptions(session->inputs()[0], frames[f], tiles);
     Result<std::vector<TileRect>> plan = PlanTiles(frames[f].shape()[2], frames[f].shape()[3], frame_tiles);
     if (!plan.ok()) return plan.status();
     EBB_RETURN_IF_ERROR(CheckBatchFits(runtime, frames[f], frame_tiles.tile, job.scale, tiles.tiles_per_run));

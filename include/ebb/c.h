@@ -460,7 +460,7 @@ EBB_EXPORT ebb_status_t* ebb_run_joint(ebb_runtime_t* runtime, ebb_session_t* se
                                        ebb_tensors_t** results);
 /* An image-to-image model over tiles (ebb::RunTiled, ebb::TileOptions): tile
  * side, overlap of context, scale (0: metadata ebb.scale, else measured),
- * tiles stacked per run. A frame one tile covers is one tile of its own size.
+ * tiles stacked per run. A tile covering every frame shrinks to their largest side.
  * Errors also: EBB_INVALID_ARGUMENT (tile <= 2*overlap, tile < 1, a size that
  * overflows), EBB_RESOURCE_EXHAUSTED (a batch of tiles that cannot fit the
  * shared arena's cap or memory, refused before anything is allocated). */

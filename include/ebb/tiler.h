@@ -1,10 +1,10 @@
 // ebb/tiler.h — image-to-image models over fixed-size tiles.
 //
 // Every run sees the same input shape [k,C,tile,tile] whatever the image size
-// (varying shapes are what make arenas grow in practice), except that a tile
-// is never larger than it needs to be: an image no larger than the tile on
-// both sides is one tile of its larger side, without overlap (TileOptionsFor),
-// unless the model's input has a fixed height and width. Before
+// (varying shapes are what make arenas grow in practice); the tile is never
+// larger than the frames need: when the tile covers every frame, it is the
+// frames' largest side, without overlap (TileOptionsFor over their largest
+// sides), unless the model's input has a fixed height and width. Before
 // anything is allocated, a batch of tiles whose output (at least C channels,
 // `scale` times the tile) cannot fit the shared arena's cap, or whose input and
 // output cannot fit the memory the process may have, is refused. An image is cut
