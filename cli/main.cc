@@ -142,8 +142,11 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--output,-o", run.outputs, "output images, one per input: .png, or .jpg / .jpeg (JPEG)")
       ->required();
   run_cmd->add_option("--jpeg-quality", run.jpeg_quality, "quality of JPEG outputs, 1..100")->capture_default_str();
-  run_cmd->add_option("--tile", run.tile, "tile side in pixels (0 = the model folder's config)");
-  run_cmd->add_option("--overlap", run.overlap, "context pixels around each tile's core");
+  // The ranges a model folder's config.json allows (ebb/model_config.h).
+  run_cmd->add_option("--tile", run.tile, "tile side in pixels (0 = the model folder's config)")
+      ->check(CLI::Range(int64_t{0}, ebb::kMaxTileSide));
+  run_cmd->add_option("--overlap", run.overlap, "context pixels around each tile's core")
+      ->check(CLI::Range(int64_t{0}, ebb::kMaxTileSide));
   run_cmd->add_option("--memory-report", run.memory_report, "write memory sampled at every run as JSON");
   run_cmd->add_option("--plot", run.plot, "write the memory timeline as SVG");
 

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -90,6 +91,31 @@ TEST_F(CliTest, RunRejectsAnUnreadableImage) {
   EXPECT_EQ(o.exit_code, 1);
   EXPECT_NE(o.output.find("bad.png"), std::string::npos) << o.output;
   EXPECT_FALSE(std::filesystem::exists(Path("out.png")));
+}
+
+// Issue 32, findings 1 and 10: `--tile -5` was accepted, `--tile 65536` aborted on std::bad_alloc, a
+// tile of 2^31 overflowed the heap, `-i /dev/zero` read 1 GiB before refusing, `-i FIFO` blocked.
+TEST_F(CliTest, RunRefusesBadTilesAndInputsThatAreNotFilesAndClampsAHugeTile) {
+  const std::string model = kModels + "/convnet";
+  const std::string out = " -o " + Path("out.png");
+  Outcome negative = Ebb("run " + model + " -i " + kFixtures + "astronaut_96.png" + out + " --tile -5");
+  EXPECT_NE(negative.exit_code, 0);
+  EXPECT_NE(negative.output.find("--tile"), std::string::npos) << negative.output;
+  Outcome too_big = Ebb("run " + model + " -i " + kFixtures + "astronaut_96.png" + out + " --tile 2147483648");
+  EXPECT_NE(too_big.exit_code, 0);
+  EXPECT_NE(too_big.output.find("--tile"), std::string::npos) << too_big.output;
+  EXPECT_FALSE(std::filesystem::exists(Path("out.png")));
+  Outcome zero = Ebb("run " + model + " -i /dev/zero" + out);
+  EXPECT_EQ(zero.exit_code, 1);
+  EXPECT_NE(zero.output.find("character device"), std::string::npos) << zero.output;
+  ASSERT_EQ(mkfifo(Path("fifo.png").c_str(), 0600), 0);
+  Outcome fifo = Ebb("run " + model + " -i " + Path("fifo.png") + out);  // would block for good
+  EXPECT_EQ(fifo.exit_code, 1);
+  EXPECT_NE(fifo.output.find("FIFO"), std::string::npos) << fifo.output;
+  // The largest tile allowed, over a 96x96 image: clamped to the image, one run.
+  Outcome clamped = Ebb("run " + model + " -i " + kFixtures + "astronaut_96.png" + out + " --tile 65536 --overlap 8");
+  EXPECT_EQ(clamped.exit_code, 0) << clamped.output;
+  EXPECT_TRUE(std::filesystem::exists(Path("out.png")));
 }
 
 TEST_F(CliTest, RunRejectsImagesWhoseChannelsTheModelCannotTake) {

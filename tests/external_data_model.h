@@ -73,8 +73,15 @@ inline std::string MatMulWeights(float value) {
   return std::string(reinterpret_cast<const char*>(w.data()), w.size() * sizeof(float));
 }
 
-// TensorProto "w": inline, or naming `location` (and `offset`).
-inline std::string MatMulInitializer(float value, const std::string& location, uint64_t offset = 0) {
+// Where an external tensor's bytes are, as its external_data entries give them: "offset" and
+// "length" as text (what ONNX writes: decimal numbers), an empty one left out.
+struct Extent {
+  std::string offset = "0";
+  std::string length = std::to_string(kMatMulSide * kMatMulSide * sizeof(float));
+};
+
+// TensorProto "w": inline, or naming `location` at `extent`.
+inline std::string MatMulInitializer(float value, const std::string& location, const Extent& extent = {}) {
   std::string t;
   pb::Int(t, 1, kMatMulSide);
   pb::Int(t, 1, kMatMulSide);
@@ -84,15 +91,16 @@ inline std::string MatMulInitializer(float value, const std::string& location, u
     pb::Bytes(t, 9, MatMulWeights(value));
   } else {
     pb::Bytes(t, 13, pb::Entry("location", location));
-    pb::Bytes(t, 13, pb::Entry("offset", std::to_string(offset)));
-    pb::Bytes(t, 13, pb::Entry("length", std::to_string(kMatMulSide * kMatMulSide * sizeof(float))));
+    if (!extent.offset.empty()) pb::Bytes(t, 13, pb::Entry("offset", extent.offset));
+    if (!extent.length.empty()) pb::Bytes(t, 13, pb::Entry("length", extent.length));
     pb::Int(t, 14, 1);  // EXTERNAL
   }
   return t;
 }
 
 // The model's bytes: graph { MatMul(x, w) -> y; initializer w; input x; output y }.
-inline std::string MatMulModelBytes(float value, const std::string& location, const std::string& doc = "") {
+inline std::string MatMulModelBytes(float value, const std::string& location, const std::string& doc = "",
+                                    const Extent& extent = {}) {
   std::string node;
   pb::Bytes(node, 1, "x");
   pb::Bytes(node, 1, "w");
@@ -102,7 +110,7 @@ inline std::string MatMulModelBytes(float value, const std::string& location, co
   std::string graph;
   pb::Bytes(graph, 1, node);
   pb::Bytes(graph, 2, "ext");
-  pb::Bytes(graph, 5, MatMulInitializer(value, location));
+  pb::Bytes(graph, 5, MatMulInitializer(value, location, extent));
   pb::Bytes(graph, 11, pb::FloatValue("x", {1, kMatMulSide}));
   pb::Bytes(graph, 12, pb::FloatValue("y", {1, kMatMulSide}));
   std::string opset;

@@ -269,6 +269,40 @@ TEST_F(HostileInputTest, AModelWithAWrongDeclaredOutputShapeIsServed) {
   }
 }
 
+// ---- Round four (issue 32), finding 4: a client set a 10.8 GB tile through the load API ------------
+
+// `{"tile":{"size":30000,"overlap":0}}` (inside the documented 0..65536) and one 16x16 image built a
+// 1x3x30000x30000 tile of repeated edge pixels (RSS past 6 GB); 65536 gave a 500 bad_alloc. The tile
+// is clamped to the image: the answer is the image's, with memory bounded, and the server keeps serving.
+TEST_F(HostileInputTest, AHugeTileSetThroughTheLoadApiIsClampedToTheImage) {
+  const pid_t pid = server_->pid();
+  const json image = {{"inputs", {{{"name", "x"}, {"shape", {1, 3, 16, 16}}, {"datatype", "FP32"},
+                                   {"data", std::vector<float>(3 * 16 * 16, 0.5f)}}}}};
+  for (const int size : {30000, 65536}) {
+    SCOPED_TRACE(size);
+    const std::string config = R"({"kind":"image_to_image","tile":{"size":)" + std::to_string(size) + R"(,"overlap":0}})";
+    auto load = Post("/v2/repository/models/waifu2x_scale2x/load", json{{"parameters", {{"config", config}}}}.dump());
+    ASSERT_TRUE(load);
+    ASSERT_EQ(load->status, 200) << load->body;
+    const int64_t before = ProcStatusBytes(pid, "VmRSS");
+    ResetPeakRss(pid);
+    auto res = Post("/v2/models/waifu2x_scale2x/infer", image.dump());
+    ASSERT_TRUE(res) << "no answer: the server died";
+    ASSERT_EQ(res->status, 200) << res->body.substr(0, 300);
+    EXPECT_EQ(json::parse(res->body)["outputs"][0]["shape"], json::parse("[1,3,32,32]"));
+    if (testing::kRssBoundsHold) {
+      EXPECT_LT(ProcStatusBytes(pid, "VmHWM") - before, 64 * kMiB) << "a tile of the image's size, not " << size;
+    }
+  }
+  auto restore = Post("/v2/repository/models/waifu2x_scale2x/load",
+                      json{{"parameters", {{"config", R"({"kind":"image_to_image"})"}}}}.dump());
+  ASSERT_TRUE(restore);
+  EXPECT_EQ(restore->status, 200) << restore->body;
+  auto good = Post("/v2/models/tiny/infer", kGoodTiny);
+  ASSERT_TRUE(good);
+  EXPECT_EQ(good->status, 200);
+}
+
 // ---- Issue 17, finding 4: files beside a model escaped confinement ----------------------------------
 
 // A repository whose model folders hold hostile files beside their model.onnx, served by its own

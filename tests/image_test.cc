@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <png.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -443,6 +444,57 @@ TEST_F(ImageFileTest, JpegWithHugeDeclaredSizeIsRefusedBeforeAllocating) {
   ASSERT_FALSE(read.ok());
   EXPECT_EQ(read.status().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(Mentions(read.status(), "60000x60000")) << read.status().message();
+}
+
+// Issue 32, finding 10: the limit counted pixel bytes, so a 1 MB gray PNG of 32768x32768 (1 GiB of
+// pixels) made `ebb run` build a 12 GiB tensor and abort on std::bad_alloc, and a 249 KB one of
+// 16000x16000 peaked at 3.3 GB. The limit is on the tensor an image can become (4 FP32 channels a
+// pixel, 2 GiB): such headers are refused before anything is allocated.
+TEST_F(ImageFileTest, PngWhoseTensorWouldPassTheLimitIsRefusedFromItsHeader) {
+  std::vector<uint8_t> bytes = PngBytes(MakeImage(1, 1, 1));
+  // The IHDR chunk: length at 8, "IHDR" at 12, width at 16, height at 20, its CRC (over 12..28) at 29.
+  ASSERT_EQ(std::string(bytes.begin() + 12, bytes.begin() + 16), "IHDR");
+  const auto put32 = [&](size_t at, uint32_t v) {
+    for (int i = 0; i < 4; ++i) bytes[at + i] = static_cast<uint8_t>(v >> (24 - 8 * i));
+  };
+  const auto crc32 = [](const uint8_t* p, size_t n) {
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; ++i) {
+      c ^= p[i];
+      for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
+    }
+    return ~c;
+  };
+  for (uint32_t side : {32768u, 16000u, 11586u}) {
+    SCOPED_TRACE(side);
+    put32(16, side);
+    put32(20, side);
+    put32(29, crc32(bytes.data() + 12, 17));
+    Result<Image> read = ReadImage(WriteBytes("huge.png", bytes));
+    ASSERT_FALSE(read.ok());
+    EXPECT_EQ(read.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_TRUE(Mentions(read.status(), std::to_string(side) + "x" + std::to_string(side))) << read.status().message();
+    EXPECT_TRUE(Mentions(read.status(), "2 GiB")) << read.status().message();
+  }
+}
+
+// Issue 32, finding 10: `-i /dev/zero` read 1 GiB before it was refused, and `-i FIFO` blocked for
+// good. Images are opened under the checked-file rules: not a regular file is refused at once, and a
+// link the user names is followed.
+TEST_F(ImageFileTest, AFifoOrADeviceIsRefusedWithoutReadingAndALinkIsFollowed) {
+  ASSERT_EQ(mkfifo(Path("fifo.png").c_str(), 0600), 0);
+  Result<Image> fifo = ReadImage(Path("fifo.png"));
+  EXPECT_EQ(fifo.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Mentions(fifo.status(), "a FIFO")) << fifo.status().message();
+  Result<Image> zero = ReadImage("/dev/zero");
+  EXPECT_EQ(zero.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Mentions(zero.status(), "character device")) << zero.status().message();
+  const Image image = MakeImage(5, 4, 3);
+  ASSERT_TRUE(WritePng(Path("real.png"), image).ok());
+  fs::create_symlink(Path("real.png"), Path("link.png"));
+  Result<Image> linked = ReadImage(Path("link.png"));
+  ASSERT_TRUE(linked.ok()) << linked.status().ToString();
+  EXPECT_EQ(linked->pixels, image.pixels);
 }
 
 // ---------------------------------------------------------------------------

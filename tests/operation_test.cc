@@ -236,7 +236,91 @@ TEST(TileExtractTest, RepeatsEdgePixelsPastTheBorder) {
   EXPECT_EQ(std::vector<float>(got.begin(), got.end()), expected);
 }
 
+// --- Sizes (issue 32, finding 2: the root of finding 1) -----------------------------------------
+
+TEST(CheckedByteSizeTest, RefusesEveryCountOrByteSizeThatOverflowsAndNothingElse) {
+  const int64_t big = int64_t{1} << 62;
+  EXPECT_EQ(*CheckedByteSize(DataType::kFloat32, {1, 3, 8, 8}), 768);
+  EXPECT_EQ(*CheckedByteSize(DataType::kFloat32, {}), 4);
+  EXPECT_EQ(*CheckedByteSize(DataType::kBytes, {5}), 20) << "BYTES: at least the 4-byte lengths";
+  EXPECT_EQ(*CheckedByteSize(DataType::kFloat32, {int64_t{1} << 40, 0, int64_t{1} << 20}), 0) << "a zero dim: empty";
+  EXPECT_EQ(*CheckedByteSize(DataType::kUInt8, {big}), big);
+  // The non-zero dims' product is checked beside a zero dim too (no stride over them can wrap).
+  for (const Shape& shape : {Shape{big}, Shape{big + 1, 4}, Shape{1, 3, int64_t{1} << 31, int64_t{1} << 31},
+                             Shape{INT64_MAX, INT64_MAX, 0}, Shape{big, 0, big}}) {
+    Result<int64_t> bytes = CheckedByteSize(DataType::kFloat32, shape);
+    ASSERT_FALSE(bytes.ok()) << ShapeToString(shape) << " gave " << *bytes;
+    EXPECT_EQ(bytes.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(bytes.status().message().find("overflows"), std::string::npos) << bytes.status().message();
+  }
+  EXPECT_EQ(CheckedByteSize(DataType::kFloat32, {2, -3}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ElementCount({big, big}), INT64_MAX) << "saturates, never wraps";
+  EXPECT_EQ(ElementCount({big, big, 0}), 0);
+  // The constructors never make a wrapped, too small buffer.
+  EXPECT_THROW(Tensor(DataType::kFloat32, {1, 3, int64_t{1} << 31, int64_t{1} << 31}), std::bad_alloc);
+  EXPECT_EQ(Tensor::Allocate(DataType::kFloat32, {big + 1, 4}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Tensor::Allocate(DataType::kFloat32, {2, 2}).ok());
+}
+
 class TiledUpscaleTest : public OperationTest {};
+
+// Issue 32, findings 1 and 4: a tile of 2^31 over an 8x8 frame made a [1,C,2^31,2^31] tile whose byte
+// size wrapped to 0 (a heap overflow in ExtractTile); 65536 threw std::bad_alloc; 30000 over a 16x16
+// image built a 10.8 GB tile of repeated edge pixels. A tile is clamped to the frame: one run of the
+// frame's own size, whose result is the untiled one.
+TEST_F(TiledUpscaleTest, ATileLargerThanTheFrameIsClampedToIt) {
+  std::vector<Tensor> frame;
+  frame.push_back(RandomTensor({1, 3, 8, 8}, 3));
+  auto untiled = RunPerFrame(*runtime_, session_, frame);
+  ASSERT_TRUE(untiled.ok()) << untiled.status().ToString();
+  for (int64_t tile : {int64_t{1} << 31, int64_t{65536}, int64_t{30000}, int64_t{1} << 62}) {
+    Trace trace;
+    auto tiled = RunTiled(*runtime_, session_, frame, {.tile = tile, .overlap = 2, .scale = 1}, Traced(&trace));
+    ASSERT_TRUE(tiled.ok()) << tile << ": " << tiled.status().ToString();
+    ASSERT_EQ(trace.runs.size(), 1u) << tile;
+    ASSERT_EQ((*tiled)[0].shape(), (*untiled)[0].shape());
+    auto a = (*tiled)[0].values<float>(), b = (*untiled)[0].values<float>();
+    for (size_t k = 0; k < a.size(); ++k) ASSERT_NEAR(a[k], b[k], 1e-5) << tile << ", element " << k;
+  }
+  // The upscaler on a 16x16 image with 30000-pixel tiles, as the server's load API allowed.
+  auto upscaler = Load("waifu2x_scale2x");
+  ASSERT_TRUE(upscaler);
+  std::vector<Tensor> image;
+  image.push_back(RandomTensor({1, 3, 16, 16}, 4));
+  auto plain = RunPerFrame(*runtime_, upscaler, image);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  auto tiled = RunTiled(*runtime_, upscaler, image, {.tile = 30000, .overlap = 0});
+  ASSERT_TRUE(tiled.ok()) << tiled.status().ToString();
+  auto a = (*tiled)[0].values<float>(), b = (*plain)[0].values<float>();
+  ASSERT_EQ(a.size(), b.size());
+  float worst = 0;
+  for (size_t k = 0; k < a.size(); ++k) worst = std::max(worst, std::abs(a[k] - b[k]));
+  EXPECT_LT(worst, 1e-4);
+  // A tile (or overlap) whose size overflows is refused, not run.
+  for (const TileOptions& bad : {TileOptions{.tile = INT64_MAX, .overlap = INT64_MAX},
+                                 TileOptions{.tile = -5, .overlap = 0}, TileOptions{.tile = 64, .overlap = -1}}) {
+    EXPECT_EQ(RunTiled(*runtime_, session_, frame, bad).status().code(), StatusCode::kInvalidArgument);
+  }
+}
+
+// Issue 32, finding 4: a batch of tiles that cannot fit the shared arena's cap is refused before
+// anything is allocated or run, with the numbers; smaller tiles then run.
+TEST_F(TiledUpscaleTest, ABatchOfTilesThatCannotFitTheArenaCapIsRefusedBeforeItRuns) {
+  MemoryPolicy policy;
+  policy.cpu.arena_settings.max_bytes = 64 * kMiB;
+  Start(policy);
+  std::vector<Tensor> frame;
+  frame.push_back(RandomTensor({1, 3, 600, 600}, 5));
+  Trace trace;
+  // 64 tiles of 512x512 FP32, 3 channels: 201 MB of output at scale 1.
+  auto refused = RunTiled(*runtime_, session_, frame, {.tile = 512, .overlap = 8, .scale = 1, .tiles_per_run = 64},
+                          Traced(&trace));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("cap of 67108864"), std::string::npos) << refused.status().message();
+  EXPECT_TRUE(trace.runs.empty()) << "refused before running";
+  EXPECT_TRUE(RunTiled(*runtime_, session_, frame, {.tile = 128, .overlap = 8, .scale = 1}).ok());
+}
 
 TEST_F(TiledUpscaleTest, TiledEqualsUntiledForTheRealUpscaler) {
   auto upscaler = Load("waifu2x_scale2x");

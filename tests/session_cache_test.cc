@@ -336,6 +336,44 @@ TEST_F(ExternalDataKeyTest, MissingOrEscapingWeightsAreRefusedAndLoseNothing) {
   if (!no_links.empty()) GTEST_SKIP() << no_links;
 }
 
+// Issue 32: an offset or length past the file's end, or one that is not a number, was `internal` with
+// ONNX Runtime's text where `invalid_argument` is promised. They are checked against the file first.
+TEST_F(ExternalDataKeyTest, OffsetsAndLengthsOutsideTheFileAreInvalidArgument) {
+  const std::string bytes = std::to_string(testing::kMatMulSide * testing::kMatMulSide * sizeof(float));  // 16384
+  struct Case {
+    std::string folder;
+    testing::Extent extent;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {"offset_past_end", {"16384", bytes}, "reads it up to byte 32768"},
+      {"offset_huge", {"18446744073709551615", bytes}, "past 2^64"},
+      {"length_past_end", {"0", "16385"}, "reads it up to byte 16385"},
+      {"no_length_past_end", {"8", ""}, "reads it up to byte 16392"},
+      {"offset_not_a_number", {"-1", bytes}, "offset '-1'"},
+      {"length_not_a_number", {"0", "16384x"}, "length '16384x'"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.folder);
+    std::filesystem::create_directories(dir_ / c.folder);
+    testing::WriteMatMulWeights(dir_ / c.folder / "weights.bin", 1.f);
+    const std::string path = (dir_ / c.folder / "model.onnx").string();
+    std::ofstream(path, std::ios::binary) << testing::MatMulModelBytes(1.f, "weights.bin", "", c.extent);
+    auto s = runtime_->Load(path, {.device = DeviceRequest::Cpu()});
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument) << s.status().ToString();
+    EXPECT_NE(s.status().message().find(c.says), std::string::npos) << s.status().ToString();
+  }
+  // What ONNX writes (offset 0, the tensor's length, or no length at all) loads and runs.
+  for (const testing::Extent& fine : {testing::Extent{}, testing::Extent{"0", ""}, testing::Extent{"", ""}}) {
+    const std::filesystem::path folder = dir_ / ("fine" + fine.offset + "_" + fine.length);
+    std::filesystem::create_directories(folder);
+    testing::WriteMatMulWeights(folder / "weights.bin", 2.f);
+    std::ofstream(folder / "model.onnx", std::ios::binary) << testing::MatMulModelBytes(2.f, "weights.bin", "", fine);
+    EXPECT_EQ(Run((folder / "model.onnx").string()), std::vector<float>(64, 128.f));
+  }
+}
+
 TEST_F(ExternalDataKeyTest, BytesNamingExternalDataAreRefused) {
   const std::string bytes = testing::MatMulModelBytes(1.f, "weights.bin");
   auto s = runtime_->LoadFromBytes(bytes, {.device = DeviceRequest::Cpu()});

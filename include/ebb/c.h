@@ -161,8 +161,11 @@ EBB_EXPORT size_t ebb_dtype_size(ebb_dtype_t dtype);
 typedef struct ebb_tensor_t ebb_tensor_t;
 
 /* A tensor of `rank` dims `shape` (all >= 0; rank 0 is a scalar) that owns
- * uninitialised memory for its elements. Not for EBB_BYTES.
- * Errors: EBB_INVALID_ARGUMENT (negative dim, EBB_BYTES, unknown dtype). */
+ * uninitialised memory for its elements. Not for EBB_BYTES. Every constructor
+ * below checks the shape's size first (ebb::CheckedByteSize): a shape whose
+ * element count or byte size passes INT64_MAX is EBB_INVALID_ARGUMENT.
+ * Errors: EBB_INVALID_ARGUMENT (negative dim, a size that overflows, EBB_BYTES,
+ * unknown dtype), EBB_RESOURCE_EXHAUSTED (cannot be allocated). */
 EBB_EXPORT ebb_status_t* ebb_tensor_create(ebb_dtype_t dtype, const int64_t* shape, size_t rank, ebb_tensor_t** out);
 /* The same, holding a copy of `data`, which must be exactly the tensor's byte size. */
 EBB_EXPORT ebb_status_t* ebb_tensor_create_copy(ebb_dtype_t dtype, const int64_t* shape, size_t rank,
@@ -464,7 +467,10 @@ EBB_EXPORT ebb_status_t* ebb_run_joint(ebb_runtime_t* runtime, ebb_session_t* se
                                        ebb_tensors_t** results);
 /* An image-to-image model over tiles (ebb::RunTiled, ebb::TileOptions): tile
  * side, overlap of context, scale (0: metadata ebb.scale, else measured),
- * tiles stacked per run. Errors also: EBB_INVALID_ARGUMENT (tile <= 2*overlap). */
+ * tiles stacked per run. A tile covering every frame shrinks to their largest side.
+ * Errors also: EBB_INVALID_ARGUMENT (tile <= 2*overlap, tile < 1, a size that
+ * overflows), EBB_RESOURCE_EXHAUSTED (a batch of tiles that cannot fit the
+ * shared arena's cap or memory, refused before anything is allocated). */
 EBB_EXPORT ebb_status_t* ebb_run_tiled(ebb_runtime_t* runtime, ebb_session_t* session,
                                        const ebb_tensor_t* const* frames, size_t frame_count, int64_t tile,
                                        int64_t overlap, int64_t scale, int tiles_per_run, ebb_control_t* control,
@@ -491,7 +497,9 @@ typedef struct ebb_pool_snapshot_t ebb_pool_snapshot_t;
  * ebb_pool_options_set_memory_admission); a plain value. */
 EBB_EXPORT ebb_pool_options_t* ebb_pool_options_create(void); /* NULL when out of memory */
 EBB_EXPORT void ebb_pool_options_destroy(ebb_pool_options_t* options);
-/* CPU budget: `bytes` (0: `fraction` of physical memory; default 0, 0.75). */
+/* CPU budget: `bytes` (0: `fraction` of physical memory; default 0, 0.75). A negative `bytes`, or a
+ * `fraction` that is NaN or outside [0, 1], makes ebb_pool_create fail with EBB_INVALID_ARGUMENT (the
+ * same for the CUDA budget). */
 EBB_EXPORT void ebb_pool_options_set_cpu_budget(ebb_pool_options_t* options, int64_t bytes, double fraction);
 /* CUDA budget per device (0: `fraction` of the device's memory; default 0, 0.9). */
 EBB_EXPORT void ebb_pool_options_set_cuda_budget(ebb_pool_options_t* options, int64_t bytes, double fraction);
@@ -529,7 +537,8 @@ EBB_EXPORT double ebb_pool_event_wait_ms(const ebb_pool_event_t* event);
 EBB_EXPORT int ebb_pool_event_admitted(const ebb_pool_event_t* event);
 /* Called on the thread that caused the event (a caller's, or the pool's
  * keep-alive thread), outside the pool's locks; `event` is valid during the
- * call only. It must not destroy the pool. */
+ * call only. It must not call ebb_pool_destroy; it may destroy a lease, the
+ * pool's last one too (the pool then goes on a thread of its own). */
 typedef void (*ebb_pool_event_fn)(void* user_data, const ebb_pool_event_t* event);
 
 /* A pool over `runtime` (kept alive by the pool). `options` may be NULL
@@ -557,7 +566,9 @@ EBB_EXPORT const char* ebb_lease_name(const ebb_lease_t* lease);
 /* Gives the model back (its keep-alive applies from now; 0 unloads it now). */
 EBB_EXPORT void ebb_lease_destroy(ebb_lease_t* lease);
 /* The body of ebb_pool_run_with_recovery: runs on the caller's thread with
- * the model held; `session` is borrowed for the call. Returns NULL or a status
+ * the model held; `session` is borrowed for the call: it is freed when the
+ * body returns, so every use of it, on any thread, must have ended by then
+ * (the Java binding waits for them). Returns NULL or a status
  * (ebb_status_create, or one an ebb call returned), which the pool takes over. */
 typedef ebb_status_t* (*ebb_pool_body_fn)(void* user_data, ebb_session_t* session);
 /* Calls `body` with the model held; if it returns EBB_RESOURCE_EXHAUSTED, the

@@ -37,9 +37,14 @@ struct Image {
 // else becomes RGB; CMYK JPEGs are not supported. A file whose data ends early
 // or is corrupt enough to lose pixels is an error, never a gray-filled image;
 // one that lacks only its end marker (PNG IEND, JPEG EOI) lost none and is read.
-// Errors: kNotFound for a missing file; kInvalidArgument, naming the file, for
-// one that cannot be read, is corrupt, truncated or unsupported, or holds more
-// than 1 GiB of pixels; kResourceExhausted when the pixels cannot be allocated.
+// The file is opened under the checked-file rules: a regular file (a FIFO or a
+// device is refused without blocking or reading), at most 1 GiB, links
+// followed. Errors: kNotFound for a missing file; kInvalidArgument, naming the
+// file, for one that is not a regular file, cannot be read, is corrupt,
+// truncated or unsupported, or has more pixels than a 2 GiB tensor holds at 4
+// FP32 channels (2^27 pixels, e.g. 11585x11585: refused from its header,
+// before anything is allocated); kResourceExhausted when the pixels cannot be
+// allocated.
 Result<Image> ReadImage(const std::string& path);
 
 // Writes `image` as an 8-bit PNG (gray, RGB or RGBA), replacing the file.
@@ -63,14 +68,16 @@ Status WriteJpeg(const std::string& path, const Image& image, int quality = kDef
 // selects the tensor's C: 3 gives RGB (gray is replicated, alpha dropped);
 // 1 gives luma, 0.299 R + 0.587 G + 0.114 B (ITU-R BT.601), or gray as is;
 // 4 gives RGBA (alpha 1 where the image has none).
-// Errors: kInvalidArgument for an invalid image or channel count.
+// Errors: kInvalidArgument for an invalid image or channel count, or a tensor
+// over 2 GiB; kResourceExhausted when it cannot be allocated.
 Result<Tensor> ImageToTensor(const Image& image, int channels);
 
 // Several images of the same width and height into one [N,C,H,W] tensor, item
 // n from images[n], converted as ImageToTensor does. The images may differ in
 // their channel counts. Errors: kInvalidArgument for an empty list, an invalid
-// image, or images whose sizes differ (the message names their indices and
-// sizes).
+// image, images whose sizes differ (the message names their indices and
+// sizes), or a tensor over 2 GiB; kResourceExhausted when it cannot be
+// allocated.
 Result<Tensor> ImagesToBatch(const std::vector<Image>& images, int channels);
 
 // An image from a [1,C,H,W] or [C,H,W] float32 tensor: values are clamped to

@@ -151,6 +151,11 @@ struct PoolOptions {
   std::chrono::milliseconds wait_for_memory{60000};
 };
 
+// Whether `options` hold budgets that mean something: bytes >= 0, fractions
+// finite numbers in [0, 1] (NaN or a negative value would convert to an
+// undefined byte count). Errors: kInvalidArgument naming the field.
+Status CheckPoolOptions(const PoolOptions& options);
+
 enum class PoolState { kUnloaded, kLoading, kReady };
 const char* PoolStateName(PoolState state);  // "UNAVAILABLE", "LOADING", "READY"
 
@@ -375,6 +380,9 @@ class ModelPool {
   Status Remove(const std::string& name);
   // Unloads idle models whose keep-alive ran out (the pool's thread does this too).
   void ReapNow();
+  // Whether the caller is the pool's own keep-alive thread (in on_event), where the pool must not be
+  // destroyed: its destructor joins that thread.
+  bool OnKeepAliveThread() const { return std::this_thread::get_id() == reaper_.get_id(); }
 
   std::vector<ModelStatus> Snapshot() const;
   Result<ModelStatus> StatusOf(const std::string& name) const;

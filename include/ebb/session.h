@@ -104,7 +104,9 @@ struct RunFlags {
   // Whether this run is the last of the caller's operation. A single call is a
   // whole operation, hence the default.
   bool ends_operation = true;
-  // Outputs to compute, by name; empty computes all of them, in model order.
+  // Outputs to compute, by name, each at most once (a name given twice is
+  // kInvalidArgument, as the server refuses it); empty computes all of them,
+  // in model order.
   std::vector<std::string> outputs;
   // Until when a run that ran out of memory beside other runs may wait to run
   // alone (see Run); unset: kWaitForMemory after it started.
@@ -139,10 +141,10 @@ class Session {
 
   // The run boundary (see the file comment).
   // Errors: kInvalidArgument for unknown/missing inputs or a wrong type or
-  // shape; kResourceExhausted when memory ran out for the run alone (the
-  // session is then dropped from its cache); kUnavailable when it ran out
-  // beside other runs and its memory deadline passed while it waited for
-  // them; kInternal for other ORT failures.
+  // shape, an unknown output or one asked for twice; kResourceExhausted when
+  // memory ran out for the run alone (the session is then dropped from its
+  // cache); kUnavailable when it ran out beside other runs and its memory
+  // deadline passed while it waited for them; kInternal for other ORT failures.
   Result<std::vector<NamedTensor>> Run(const std::vector<NamedTensor>& inputs, const RunFlags& flags = {});
 
   // Whether this session and `other` are the same loaded model: the cache gave

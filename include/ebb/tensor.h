@@ -58,8 +58,20 @@ float HalfToFloat(uint16_t bits);
 float BFloat16ToFloat(uint16_t bits);
 
 using Shape = std::vector<int64_t>;
-// Product of the dimensions; 1 for a scalar. REQUIRES: all dims >= 0.
+// Product of the dimensions; 1 for a scalar. REQUIRES: all dims >= 0. Never
+// wraps: a product past INT64_MAX saturates there (only a shape that
+// CheckedByteSize refuses has one).
 int64_t ElementCount(const Shape& shape);
+
+// The one check of a tensor's size, made before anything is allocated for a
+// shape that came from outside (the C API, Java, images, tiling, decoders):
+// the bytes `shape` takes of `type` (kBytes: its 4-byte length prefixes, the
+// least its serialisation takes). Checked arithmetic on the product of the
+// non-zero dims (a zero dim makes the tensor empty, but the product of the
+// others must still fit, so that no stride or partial product can wrap).
+// Errors: kInvalidArgument, naming the shape, for a negative dim or a count
+// or byte size past INT64_MAX.
+Result<int64_t> CheckedByteSize(DataType type, const Shape& shape);
 // "[1,3,224,224]"
 std::string ShapeToString(const Shape& shape);
 
@@ -116,8 +128,16 @@ class Tensor {
  public:
   Tensor() = default;
   // Allocates uninitialised storage for `shape` elements of `type` (for
-  // kBytes: `shape` elements that are empty strings).
+  // kBytes: `shape` elements that are empty strings). REQUIRES: a shape
+  // CheckedByteSize accepts; one it refuses throws std::bad_array_new_length
+  // (never a wrapped, too small buffer). Shapes from outside go through
+  // Allocate instead.
   Tensor(DataType type, Shape shape);
+
+  // The constructor above, as a Result: kInvalidArgument for a shape
+  // CheckedByteSize refuses, kResourceExhausted when the bytes cannot be
+  // allocated (std::bad_alloc).
+  static Result<Tensor> Allocate(DataType type, Shape shape);
 
   Tensor(Tensor&&) noexcept = default;
   Tensor& operator=(Tensor&&) noexcept = default;
@@ -129,7 +149,8 @@ class Tensor {
   static Tensor FromFloats(Shape shape, std::span<const float> values);
 
   // A tensor over `data` (ElementCount(shape) elements of `type`), which stays
-  // the caller's: nothing is copied or freed. REQUIRES: `data` outlives the
+  // the caller's: nothing is copied or freed. REQUIRES: a shape CheckedByteSize
+  // accepts (else std::bad_array_new_length), `data` outlives the
   // tensor, is aligned for `type`, and is not written while a run reads it (a
   // run only reads its inputs). Clone() of a borrowed tensor owns its copy.
   static Tensor Borrow(DataType type, Shape shape, std::byte* data);

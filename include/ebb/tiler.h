@@ -1,15 +1,22 @@
 // ebb/tiler.h — image-to-image models over fixed-size tiles.
 //
 // Every run sees the same input shape [k,C,tile,tile] whatever the image size
-// (varying shapes are what make arenas grow in practice). An image is cut
+// (varying shapes are what make arenas grow in practice); the tile is never
+// larger than the frames need: when the tile covers every frame, it is the
+// frames' largest side, without overlap (TileOptionsFor over their largest
+// sides), unless the model's input has a fixed height and width. Before
+// anything is allocated, a batch of tiles whose output (at least C channels,
+// `scale` times the tile) cannot fit the shared arena's cap, or whose input and
+// output cannot fit the memory the process may have, is refused. An image is cut
 // into cores of (tile - 2*overlap) pixels; each core is run inside a window
 // of `tile` pixels that gives it `overlap` pixels of context on every side
 // (windows at an image border are shifted inward instead of leaving it).
 // Only each tile's core goes into the result, so stitching leaves no seams:
 // for a fully convolutional model whose receptive field radius is at most
 // `overlap`, the tiled result equals the untiled one within float tolerance.
-// An image smaller than a tile is padded by repeating its edge pixels (which
-// matches models that pad by replication themselves, such as waifu2x).
+// A tile reaching past the image (a non-square image smaller than the tile on
+// one side) is padded by repeating edge pixels (which matches models that pad
+// by replication themselves, such as waifu2x).
 //
 // Thread safety: plain values and free functions.
 #pragma once
@@ -36,6 +43,13 @@ struct TileRect {
   int64_t core_h = 0, core_w = 0;      // size of the core
 };
 
+// The options RunTiled uses for an image of height x width (when the model's
+// input has no fixed height and width): `options`, except that an image one
+// tile covers (both sides <= tile) is one tile of its larger side without
+// overlap (its core is the whole image): never a tile larger than it needs.
+// Options PlanTiles refuses are returned as they are.
+TileOptions TileOptionsFor(const TileOptions& options, int64_t height, int64_t width);
+
 // The tiles covering an h x w image, row by row.
 // Errors: kInvalidArgument when tile <= 2*overlap or a size is not positive.
 Result<std::vector<TileRect>> PlanTiles(int64_t height, int64_t width, const TileOptions& options);
@@ -46,6 +60,9 @@ Tensor ExtractTile(const Tensor& image, int64_t n, const TileRect& rect, int64_t
 
 // Tiles over every frame as one operation: release after the last tile of the
 // last frame. Frames are [1,C,H,W] (sizes may differ); results [1,C',sH,sW].
+// Errors: kInvalidArgument for bad options or frames (sizes that overflow
+// included), kResourceExhausted for a batch that cannot fit (see above), and
+// the errors of the runs.
 Result<std::vector<Tensor>> RunTiled(Runtime& runtime, const std::shared_ptr<Session>& session,
                                      const std::vector<Tensor>& frames, const TileOptions& tiles,
                                      const OperationOptions& options = {});

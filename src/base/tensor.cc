@@ -4,8 +4,9 @@
 #include <array>
 #include <bit>
 #include <cmath>
-#include <limits>
 #include <cstring>
+#include <limits>
+#include <new>
 #include <utility>
 
 namespace ebb {
@@ -95,9 +96,43 @@ float BFloat16ToFloat(uint16_t bits) { return std::bit_cast<float>(static_cast<u
 
 int64_t ElementCount(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    if (d == 0) return 0;
+    if (__builtin_mul_overflow(n, d, &n)) n = std::numeric_limits<int64_t>::max();
+  }
   return n;
 }
+
+Result<int64_t> CheckedByteSize(DataType type, const Shape& shape) {
+  const int64_t unit = type == DataType::kBytes ? static_cast<int64_t>(kLengthPrefix) : static_cast<int64_t>(ElementSize(type));
+  int64_t product = unit;  // of the non-zero dims, times the element size
+  bool empty = false;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const int64_t d = shape[i];
+    if (d < 0) {
+      return InvalidArgument("dim " + std::to_string(i) + " of shape " + ShapeToString(shape) + " is negative");
+    }
+    if (d == 0) {
+      empty = true;
+    } else if (__builtin_mul_overflow(product, d, &product)) {
+      return InvalidArgument("a " + std::string(DataTypeName(type)) + " tensor of shape " + ShapeToString(shape) +
+                             " is too large: its byte size overflows 64 bits");
+    }
+  }
+  return empty ? 0 : product;
+}
+
+namespace {
+
+// The byte size of a shape the caller REQUIRES to be valid: the constructors' own check, so that a
+// shape past the limits throws as new[] of an impossible size does, and never wraps to a small buffer.
+size_t RequiredByteSize(DataType type, const Shape& shape) {
+  Result<int64_t> bytes = CheckedByteSize(type, shape);
+  if (!bytes.ok()) throw std::bad_array_new_length();
+  return static_cast<size_t>(*bytes);
+}
+
+}  // namespace
 
 std::string ShapeToString(const Shape& shape) {
   std::string s = "[";
@@ -111,9 +146,20 @@ std::string ShapeToString(const Shape& shape) {
 Tensor::Tensor(DataType type, Shape shape)
     : type_(type),
       shape_(std::move(shape)),
-      size_(static_cast<size_t>(ElementCount(shape_)) * (type == DataType::kBytes ? kLengthPrefix : ElementSize(type))),
+      size_(RequiredByteSize(type, shape_)),
       data_(new std::byte[size_]) {  // default-initialised: uninitialised bytes
   if (type == DataType::kBytes && size_) std::memset(data_.get(), 0, size_);  // every element empty
+}
+
+Result<Tensor> Tensor::Allocate(DataType type, Shape shape) {
+  Result<int64_t> bytes = CheckedByteSize(type, shape);
+  if (!bytes.ok()) return bytes.status();
+  try {
+    return Tensor(type, std::move(shape));
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("out of memory for a " + std::string(DataTypeName(type)) + " tensor of " +
+                             std::to_string(*bytes) + " bytes");
+  }
 }
 
 Tensor::Tensor(DataType type, Shape shape, size_t byte_size)
@@ -123,7 +169,7 @@ Tensor detail::NewReusableTensor(DataType type, Shape shape) {
   Tensor t;
   t.type_ = type;
   t.shape_ = std::move(shape);
-  t.size_ = static_cast<size_t>(ElementCount(t.shape_)) * ElementSize(type);
+  t.size_ = RequiredByteSize(type, t.shape_);
   uint64_t epoch = 0;
   std::byte* data = OutputBuffers::Take(t.size_, &epoch);
   t.data_ = std::unique_ptr<std::byte[], TensorDeleter>(data, TensorDeleter{true, t.size_, epoch});
@@ -134,7 +180,7 @@ Tensor Tensor::Borrow(DataType type, Shape shape, std::byte* data) {
   Tensor t;
   t.type_ = type;
   t.shape_ = std::move(shape);
-  t.size_ = static_cast<size_t>(ElementCount(t.shape_)) * ElementSize(type);
+  t.size_ = RequiredByteSize(type, t.shape_);
   t.data_ = std::unique_ptr<std::byte[], detail::TensorDeleter>(data, detail::TensorDeleter{false});
   return t;
 }

@@ -2,6 +2,7 @@
 // handle. Lifetimes: a lease keeps its pool alive, the pool its runtime
 // (shared ownership through PoolCore), so handles may be destroyed in any order.
 #include <algorithm>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -42,6 +43,21 @@ PoolOptions CDefaultOptions() {
 
 const ModelStatus* EntryAt(const ebb_pool_snapshot_t* snapshot, size_t index) {
   return snapshot && index < snapshot->models.size() ? &snapshot->models[index] : nullptr;
+}
+
+// Destroys a pool's core when its last handle goes. When that is a lease destroyed from on_event on
+// the pool's keep-alive thread (after ebb_pool_destroy), the pool cannot join its own thread there: a
+// thread of its own destroys it, once the keep-alive thread has returned from the callback and seen
+// the pool stop. Should not even that thread start, the core is left allocated rather than aborting.
+void DestroyCore(PoolCore* core) noexcept {
+  if (core->pool && core->pool->OnKeepAliveThread()) {
+    try {
+      std::thread([core] { delete core; }).detach();
+    } catch (...) {
+    }
+    return;
+  }
+  delete core;
 }
 
 ebb_status_t* NoName(const char* function, const ebb_pool_t* pool, const char* name) {
@@ -130,7 +146,12 @@ ebb_status_t* ebb_pool_create(ebb_runtime_t* runtime, const ebb_pool_options_t* 
     if (!out) return NullArgument(kFn, "out");
     *out = nullptr;
     if (!runtime) return NullArgument(kFn, "runtime");
-    auto core = std::make_shared<PoolCore>();
+    if (options) {
+      if (Status st = CheckPoolOptions(options->options); !st.ok()) {
+        return Error(StatusCode::kInvalidArgument, std::string(kFn) + ": " + st.message());
+      }
+    }
+    std::shared_ptr<PoolCore> core(new PoolCore, DestroyCore);
     core->runtime = runtime->runtime;
     core->on_event = on_event;
     core->user_data = user_data;

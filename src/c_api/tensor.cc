@@ -8,15 +8,13 @@
 namespace ebb::c_api {
 namespace {
 
-// The shape of a new tensor. Errors: a negative dim, a NULL shape with rank > 0.
-Result<Shape> ShapeOf(const char* function, const int64_t* shape, size_t rank) {
+// The shape of a new tensor of `type`, its size checked (CheckedByteSize). Errors: a NULL shape with
+// rank > 0, a negative dim, a count or byte size that overflows.
+Result<Shape> ShapeOf(const char* function, DataType type, const int64_t* shape, size_t rank) {
   if (rank > 0 && !shape) return InvalidArgument(std::string(function) + ": shape is NULL with rank > 0");
   Shape s(shape, shape + rank);
-  for (size_t i = 0; i < rank; ++i) {
-    if (s[i] < 0) {
-      return InvalidArgument(std::string(function) + ": dim " + std::to_string(i) + " of shape " +
-                             ShapeToString(s) + " is negative");
-    }
+  if (Result<int64_t> bytes = CheckedByteSize(type, s); !bytes.ok()) {
+    return InvalidArgument(std::string(function) + ": " + bytes.status().message());
   }
   return s;
 }
@@ -31,9 +29,9 @@ Result<DataType> DenseType(const char* function, ebb_dtype_t dtype) {
   return *t;
 }
 
-// The bytes `shape` takes of `type`, checked against the caller's count.
+// The bytes `shape` (checked by ShapeOf) takes of `type`, checked against the caller's count.
 Status CheckByteSize(const char* function, DataType type, const Shape& shape, size_t byte_size) {
-  const size_t want = static_cast<size_t>(ElementCount(shape)) * ElementSize(type);
+  const auto want = static_cast<size_t>(*CheckedByteSize(type, shape));
   if (byte_size == want) return Status::Ok();
   return InvalidArgument(std::string(function) + ": " + std::to_string(byte_size) + " bytes given, a " +
                          DataTypeName(type) + " tensor of shape " + ShapeToString(shape) + " takes " +
@@ -55,7 +53,7 @@ ebb_status_t* CheckDense(const char* function, ebb_dtype_t dtype, const int64_t*
                          size_t byte_size, DenseSpec* spec) {
   Result<DataType> type = DenseType(function, dtype);
   if (!type.ok()) return ToC(type.status());
-  Result<Shape> s = ShapeOf(function, shape, rank);
+  Result<Shape> s = ShapeOf(function, *type, shape, rank);
   if (!s.ok()) return ToC(s.status());
   if (Status st = CheckByteSize(function, *type, *s, byte_size); !st.ok()) return ToC(st);
   if (byte_size > 0 && !data) return NullArgument(function, "data");
@@ -143,9 +141,11 @@ ebb_status_t* ebb_tensor_create(ebb_dtype_t dtype, const int64_t* shape, size_t 
     *out = nullptr;
     Result<DataType> type = DenseType(kFn, dtype);
     if (!type.ok()) return ToC(type.status());
-    Result<Shape> s = ShapeOf(kFn, shape, rank);
+    Result<Shape> s = ShapeOf(kFn, *type, shape, rank);
     if (!s.ok()) return ToC(s.status());
-    return Wrap(Tensor(*type, std::move(*s)), out);
+    Result<Tensor> t = Tensor::Allocate(*type, std::move(*s));
+    if (!t.ok()) return ToC(t.status());
+    return Wrap(std::move(t).value(), out);
   });
 }
 
@@ -157,9 +157,10 @@ ebb_status_t* ebb_tensor_create_copy(ebb_dtype_t dtype, const int64_t* shape, si
     *out = nullptr;
     DenseSpec spec;
     if (ebb_status_t* st = CheckDense(kFn, dtype, shape, rank, data, byte_size, &spec)) return st;
-    Tensor t(spec.type, std::move(spec.shape));
-    if (byte_size > 0) std::memcpy(t.data(), data, byte_size);
-    return Wrap(std::move(t), out);
+    Result<Tensor> t = Tensor::Allocate(spec.type, std::move(spec.shape));
+    if (!t.ok()) return ToC(t.status());
+    if (byte_size > 0) std::memcpy(t->data(), data, byte_size);
+    return Wrap(std::move(t).value(), out);
   });
 }
 
@@ -186,7 +187,7 @@ ebb_status_t* ebb_tensor_create_strings(const int64_t* shape, size_t rank, const
   return Guard(kFn, [&]() -> ebb_status_t* {
     if (!out) return NullArgument(kFn, "out");
     *out = nullptr;
-    Result<Shape> s = ShapeOf(kFn, shape, rank);
+    Result<Shape> s = ShapeOf(kFn, DataType::kBytes, shape, rank);
     if (!s.ok()) return ToC(s.status());
     if (static_cast<int64_t>(count) != ElementCount(*s)) {
       return Error(StatusCode::kInvalidArgument, std::string(kFn) + ": " + std::to_string(count) +

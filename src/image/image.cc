@@ -25,12 +25,18 @@
 // (keep this order)
 #include <jerror.h>
 
+#include "file_access.h"
+
 namespace ebb {
 namespace {
 
-// Decoded images larger than this are refused: no model input needs more, and
-// a few bytes of header must not be able to make us allocate without bound.
-constexpr int64_t kMaxPixelBytes = int64_t{1} << 30;
+// Images whose tensor would be larger than this are refused (ReadImage at the
+// header, before anything is allocated; ImageToTensor and ImagesToBatch on the
+// tensor): no model input needs more, and a few bytes of header must not be
+// able to make us allocate without bound. ReadImage counts the largest tensor
+// an image can become, kMaxTensorBytesPerPixel (4 FP32 channels) a pixel.
+constexpr int64_t kMaxImageTensorBytes = int64_t{2} << 30;
+constexpr int64_t kMaxTensorBytesPerPixel = 4 * sizeof(float);
 constexpr size_t kMaxFileBytes = size_t{1} << 30;
 
 bool ValidChannels(int64_t channels) { return channels == 1 || channels == 3 || channels == 4; }
@@ -45,23 +51,31 @@ struct FileCloser {
 };
 using File = std::unique_ptr<std::FILE, FileCloser>;
 
+// The file's bytes under the checked-file rules (file_access.h): a regular file (a FIFO or device is
+// refused without blocking or reading), at most kMaxFileBytes, links followed (the user named it).
 Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path) {
-  File file(port::OpenFile(path, "rb"));
-  if (!file) {
-    const int err = errno;
-    if (err == ENOENT || err == ENOTDIR) return NotFound("image file not found: " + path);
-    return InvalidArgument("cannot open image file " + path + ": " + std::strerror(err));
-  }
+  const detail::FileRules rules{.what = "image file", .follow_links = true, .max_bytes = kMaxFileBytes};
+  Result<detail::CheckedFile> file = detail::CheckedFile::Open(path, rules);
+  if (!file.ok()) return file.status();
   std::vector<uint8_t> bytes;
-  uint8_t chunk[64 * 1024];
-  size_t n;
-  while ((n = std::fread(chunk, 1, sizeof(chunk), file.get())) > 0) {
-    if (bytes.size() + n > kMaxFileBytes) return InvalidArgument("image file " + path + " is larger than 1 GiB");
-    bytes.insert(bytes.end(), chunk, chunk + n);
+  try {
+    bytes.resize(static_cast<size_t>(file->size()));
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("out of memory for the " + std::to_string(file->size()) + " bytes of image file " + path);
   }
-  if (std::ferror(file.get())) {
-    return InvalidArgument("cannot read image file " + path + ": " + std::strerror(errno));
+  size_t filled = 0;
+  while (true) {
+    if (filled == bytes.size()) {
+      if (bytes.size() >= kMaxFileBytes + 1) break;
+      bytes.resize(std::min(kMaxFileBytes + 1, bytes.size() + 64 * 1024));  // it grew, or fstat said 0
+    }
+    Result<size_t> n = file->Read(bytes.data() + filled, bytes.size() - filled);
+    if (!n.ok()) return n.status();
+    if (*n == 0) break;
+    filled += *n;
   }
+  if (filled > kMaxFileBytes) return InvalidArgument("image file " + path + " is larger than 1 GiB (it grew while it was read)");
+  bytes.resize(filled);
   return bytes;
 }
 
@@ -87,11 +101,13 @@ Status WriteFileBytes(const std::string& path, const char* format, const std::ve
 
 // Makes `image` width x height x channels with room for its pixels.
 Status AllocatePixels(const std::string& path, int64_t width, int64_t height, int channels, Image* image) {
-  const int64_t bytes = width * height * channels;
-  if (width <= 0 || height <= 0 || bytes > kMaxPixelBytes) {
+  // width and height come from a header: at most 2^32 - 1 each, so the product cannot overflow
+  if (width <= 0 || height <= 0 || width * height > kMaxImageTensorBytes / kMaxTensorBytesPerPixel) {
     return InvalidArgument("image file " + path + " has an unsupported size of " + SizeString(width, height) +
-                           " pixels (at most 1 GiB of pixels)");
+                           " pixels (at most " + std::to_string(kMaxImageTensorBytes / kMaxTensorBytesPerPixel) +
+                           " pixels: its tensor, 4 bytes a channel, must stay within 2 GiB)");
   }
+  const int64_t bytes = width * height * channels;
   try {
     image->pixels.resize(static_cast<size_t>(bytes));
   } catch (const std::bad_alloc&) {
@@ -348,6 +364,17 @@ Status ValidateTensorChannels(int channels) {
   return InvalidArgument("an image tensor has 1, 3 or 4 channels, not " + std::to_string(channels));
 }
 
+// A float32 image tensor of `shape`, its bytes checked against kMaxImageTensorBytes first.
+Result<Tensor> AllocateImageTensor(const Shape& shape) {
+  Result<int64_t> bytes = CheckedByteSize(DataType::kFloat32, shape);
+  if (!bytes.ok()) return bytes.status();
+  if (*bytes > kMaxImageTensorBytes) {
+    return InvalidArgument("an image tensor of shape " + ShapeToString(shape) + " would take " +
+                           std::to_string(*bytes) + " bytes, more than the limit of 2 GiB");
+  }
+  return Tensor::Allocate(DataType::kFloat32, shape);
+}
+
 float Unit(uint8_t v) { return static_cast<float>(v) / 255.0f; }
 
 float Luma(const uint8_t* rgb) {
@@ -490,8 +517,9 @@ Status WriteJpeg(const std::string& path, const Image& image, int quality) {
 Result<Tensor> ImageToTensor(const Image& image, int channels) {
   EBB_RETURN_IF_ERROR(ValidateImage(image));
   EBB_RETURN_IF_ERROR(ValidateTensorChannels(channels));
-  Tensor tensor(DataType::kFloat32, {1, channels, image.height, image.width});
-  ImageToPlanes(image, channels, tensor.values<float>().data());
+  Result<Tensor> tensor = AllocateImageTensor({1, channels, image.height, image.width});
+  if (!tensor.ok()) return tensor.status();
+  ImageToPlanes(image, channels, tensor->values<float>().data());
   return tensor;
 }
 
@@ -509,9 +537,10 @@ Result<Tensor> ImagesToBatch(const std::vector<Image>& images, int channels) {
     }
   }
   const int64_t n = static_cast<int64_t>(images.size());
-  Tensor tensor(DataType::kFloat32, {n, channels, first.height, first.width});
+  Result<Tensor> tensor = AllocateImageTensor({n, channels, first.height, first.width});
+  if (!tensor.ok()) return tensor.status();
   const size_t item = static_cast<size_t>(channels) * first.width * first.height;
-  float* out = tensor.values<float>().data();
+  float* out = tensor->values<float>().data();
   for (const Image& image : images) {
     ImageToPlanes(image, channels, out);
     out += item;

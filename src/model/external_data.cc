@@ -11,18 +11,19 @@
 //   AttributeProto     5: t, 10: tensors (TensorProto), 6: g, 11: graphs (GraphProto),
 //                      22: sparse_tensor, 23: sparse_tensors (SparseTensorProto)
 //   SparseTensorProto  1: values, 2: indices (TensorProto)
-//   TensorProto        8: name, 13: external_data (StringStringEntryProto: 1 key,
-//                      2 value), 14: data_location (1 = EXTERNAL, the only value
+//   TensorProto        1: dims, 2: data_type, 8: name, 13: external_data (StringStringEntryProto: 1 key,
+//                      2 value: "location", "offset", "length"), 14: data_location (1 = EXTERNAL, the only value
 //                      for which ONNX Runtime reads external_data)
 #include "external_data.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
 #include <optional>
-#include <set>
 
 #include "ebb/model_signature.h"
 #include "file_access.h"
@@ -37,14 +38,44 @@ namespace fs = std::filesystem;
 constexpr int kMaxGraphDepth = 64;          // subgraphs in subgraphs: a bound against hostile nesting
 constexpr uint64_t kMaxStringBytes = 4096;  // a location longer than a path can be is refused
 
-// The locations found so far, each once, in the order first named.
+// The locations found so far, each once, in the order first named, with the bytes read from each.
 struct Locations {
-  std::vector<std::string> list;
-  std::set<std::string> seen;
-  void Add(const std::string& location) {
-    if (seen.insert(location).second) list.push_back(location);
+  std::vector<ExternalDataExtent> list;
+  std::map<std::string, size_t> index;  // location -> its entry in list
+  void Add(const std::string& location, uint64_t end, const std::string& tensor) {
+    auto [it, added] = index.emplace(location, list.size());
+    if (added) list.push_back({location, 0, {}});
+    ExternalDataExtent& e = list[it->second];
+    if (end > e.end || e.tensor.empty()) {
+      e.end = std::max(e.end, end);
+      e.tensor = tensor;
+    }
   }
 };
+
+// Bytes per element of an ONNX TensorProto data_type; 0 when not a fixed size (STRING, 4-bit types,
+// unknown ones).
+uint64_t OnnxElementBytes(uint64_t data_type) {
+  switch (data_type) {
+    case 2: case 3: case 9: case 17: case 18: case 19: case 20: return 1;   // UINT8 INT8 BOOL FLOAT8*
+    case 4: case 5: case 10: case 16: return 2;                             // UINT16 INT16 FLOAT16 BF16
+    case 1: case 6: case 12: return 4;                                      // FLOAT INT32 UINT32
+    case 7: case 11: case 13: case 14: return 8;                            // INT64 DOUBLE UINT64 COMPLEX64
+    case 15: return 16;                                                     // COMPLEX128
+    default: return 0;
+  }
+}
+
+// An external_data "offset" or "length": decimal digits (what onnx writes). Errors: anything else.
+Result<uint64_t> ExternalNumber(const std::string& tensor, const char* key, const std::string& text) {
+  uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+    return InvalidArgument("tensor '" + tensor + "' gives external-data " + key + " '" + text.substr(0, 32) +
+                           "', not a byte count");
+  }
+  return v;
+}
 
 // Calls parse(sub) on the message that is the value of the current field.
 template <typename Parse>
@@ -69,10 +100,31 @@ Status BoundedString(Cursor& c, uint32_t wire, const char* what, std::string* ou
 }
 
 Status ParseTensor(Cursor& c, Locations* out) {
-  std::string name, location;
-  bool external = false, has_location = false, location_too_long = false;
-  EBB_RETURN_IF_ERROR(ForEachField(c, {8, 13, 14}, [&](uint32_t field, uint32_t wire) {
+  std::string name, location, offset_text, length_text;
+  bool external = false, has_location = false, location_too_long = false, has_offset = false, has_length = false;
+  uint64_t data_type = 0, elements = 1;
+  bool elements_overflow = false;
+  const auto dim = [&](uint64_t d) {
+    if (__builtin_mul_overflow(elements, d, &elements)) elements_overflow = true;
+  };
+  EBB_RETURN_IF_ERROR(ForEachField(c, {1, 2, 8, 13, 14}, [&](uint32_t field, uint32_t wire) {
     bool too_long = false;
+    if (field == 1) {  // dims: varints, packed or not
+      uint64_t d = 0;
+      if (wire == kVarint) {
+        EBB_RETURN_IF_ERROR(c.Varint(&d));
+        dim(d);
+        return Status::Ok();
+      }
+      return Message(c, wire, "tensor dims", [&](Cursor& packed) {
+        while (!packed.done()) {
+          EBB_RETURN_IF_ERROR(packed.Varint(&d));
+          dim(d);
+        }
+        return Status::Ok();
+      });
+    }
+    if (field == 2) return wire == kVarint ? c.Varint(&data_type) : c.SkipValue(wire);
     if (field == 8) return BoundedString(c, wire, "tensor name", &name, &too_long);  // only for messages
     if (field == 14) {
       if (wire != kVarint) return c.SkipValue(wire);
@@ -92,6 +144,12 @@ Status ParseTensor(Cursor& c, Locations* out) {
         location = std::move(value);
         has_location = true;
         location_too_long = value_too_long;
+      } else if (key == "offset") {
+        offset_text = value_too_long ? "(too long)" : std::move(value);
+        has_offset = true;
+      } else if (key == "length") {
+        length_text = value_too_long ? "(too long)" : std::move(value);
+        has_length = true;
       }
       return Status::Ok();
     });
@@ -107,7 +165,30 @@ Status ParseTensor(Cursor& c, Locations* out) {
   if (location.find('\0') != std::string::npos) {
     return InvalidArgument("tensor '" + name + "' names an external-data location with a NUL byte");
   }
-  out->Add(location);
+  // The bytes it reads: [offset, offset + length), the length being the tensor's own size when not
+  // given (as ONNX Runtime reads it); checked against the file's size when the model is identified.
+  uint64_t offset = 0, length = 0;
+  if (has_offset) {
+    Result<uint64_t> v = ExternalNumber(name, "offset", offset_text);
+    if (!v.ok()) return v.status();
+    offset = *v;
+  }
+  const uint64_t element_bytes = OnnxElementBytes(data_type);
+  if (has_length) {
+    Result<uint64_t> v = ExternalNumber(name, "length", length_text);
+    if (!v.ok()) return v.status();
+    length = *v;
+  } else if (element_bytes > 0 && !elements_overflow && !__builtin_mul_overflow(elements, element_bytes, &length)) {
+    // the tensor's size
+  } else if (element_bytes > 0) {
+    return InvalidArgument("tensor '" + name + "' has dims whose byte size overflows");
+  }
+  uint64_t end = 0;
+  if (__builtin_add_overflow(offset, length, &end)) {
+    return InvalidArgument("tensor '" + name + "' reads external data past 2^64 bytes (offset " +
+                           std::to_string(offset) + ", length " + std::to_string(length) + ")");
+  }
+  out->Add(location, end, name);
   return Status::Ok();
 }
 
@@ -155,13 +236,13 @@ using WalkMapping = port::Mapping;
 // (672 nodes), without it 2.6 us. At most 1024 are remembered.
 class LocationMemo {
  public:
-  std::optional<std::vector<std::string>> Find(const std::string& sha256) {
+  std::optional<std::vector<ExternalDataExtent>> Find(const std::string& sha256) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(sha256);
     if (it == entries_.end()) return std::nullopt;
     return it->second;
   }
-  void Insert(const std::string& sha256, const std::vector<std::string>& locations) {
+  void Insert(const std::string& sha256, const std::vector<ExternalDataExtent>& locations) {
     std::lock_guard<std::mutex> lock(mu_);
     if (entries_.size() >= 1024) entries_.clear();
     entries_.emplace(sha256, locations);
@@ -169,7 +250,7 @@ class LocationMemo {
 
  private:
   std::mutex mu_;
-  std::map<std::string, std::vector<std::string>> entries_;  // guarded by mu_
+  std::map<std::string, std::vector<ExternalDataExtent>> entries_;  // guarded by mu_
 };
 
 LocationMemo& Memo() {
@@ -179,11 +260,11 @@ LocationMemo& Memo() {
 
 // The locations named by the model file at `path`; `identity` (optional) is
 // set to the identity of the file walked.
-Result<std::vector<std::string>> LocationsOfFile(const std::string& path, FileIdentity* identity) {
+Result<std::vector<ExternalDataExtent>> LocationsOfFile(const std::string& path, FileIdentity* identity) {
   auto mapping = WalkMapping::Open(path);
   if (!mapping.ok()) return mapping.status();
   if (identity) *identity = mapping->identity();
-  auto locations = ExternalDataLocations(mapping->data(), mapping->size());
+  auto locations = ExternalDataExtents(mapping->data(), mapping->size());
   if (!locations.ok()) {
     return InvalidArgument("'" + path + "' is not an ONNX model ebb can read: " + locations.status().message());
   }
@@ -193,6 +274,14 @@ Result<std::vector<std::string>> LocationsOfFile(const std::string& path, FileId
 }  // namespace
 
 Result<std::vector<std::string>> ExternalDataLocations(const void* data, size_t size) {
+  Result<std::vector<ExternalDataExtent>> extents = ExternalDataExtents(data, size);
+  if (!extents.ok()) return extents.status();
+  std::vector<std::string> locations;
+  for (ExternalDataExtent& e : *extents) locations.push_back(std::move(e.location));
+  return locations;
+}
+
+Result<std::vector<ExternalDataExtent>> ExternalDataExtents(const void* data, size_t size) {
   SpanStream in(data, size);
   Cursor model(in, 0, size);
   Locations found;
@@ -239,7 +328,7 @@ Result<std::string> ResolveExternalDataFile(const std::string& model_path, const
 Result<std::string> IdentifyModelFiles(const std::string& model_path, const FileIdentity& model_identity,
                                        const std::string& model_sha256, std::vector<ExternalDataFile>* files) {
   files->clear();
-  std::optional<std::vector<std::string>> locations = Memo().Find(model_sha256);
+  std::optional<std::vector<ExternalDataExtent>> locations = Memo().Find(model_sha256);
   if (!locations) {
     FileIdentity walked;
     auto found = LocationsOfFile(model_path, &walked);
@@ -252,12 +341,19 @@ Result<std::string> IdentifyModelFiles(const std::string& model_path, const File
   }
   if (locations->empty()) return model_sha256;
   std::string text = "ebb model files 1\n" + model_sha256 + "\n";
-  for (const std::string& location : *locations) {
+  for (const ExternalDataExtent& extent : *locations) {
+    const std::string& location = extent.location;
     auto path = ResolveExternalDataFile(model_path, location);
     if (!path.ok()) return path.status();
     ExternalDataFile file{location, *path, {}, {}};
     auto sha256 = Sha256OfFile(file.path, &file.identity);
     if (!sha256.ok()) return sha256.status();
+    // Before ONNX Runtime reads it (which would fail with its own text, as an internal error).
+    if (static_cast<uint64_t>(file.identity.size) < extent.end) {
+      return InvalidArgument("external-data file '" + location + "' of model '" + model_path + "' has " +
+                             std::to_string(file.identity.size) + " bytes, but tensor '" + extent.tensor +
+                             "' reads it up to byte " + std::to_string(extent.end) + " (its offset and length)");
+    }
     file.sha256 = *sha256;
     text += location + "\n" + file.sha256 + "\n";
     files->push_back(std::move(file));
@@ -284,8 +380,8 @@ Result<ModelFiles> ReadModelFiles(const std::string& path) {
   std::error_code ec;
   files.total_bytes = static_cast<int64_t>(std::filesystem::file_size(port::PathFromUtf8(path), ec));
   if (ec) return NotFound("no model file '" + path + "'");
-  for (const std::string& location : *locations) {
-    auto file = detail::ResolveExternalDataFile(path, location);
+  for (const detail::ExternalDataExtent& extent : *locations) {
+    auto file = detail::ResolveExternalDataFile(path, extent.location);
     if (!file.ok()) return file.status();
     files.total_bytes += static_cast<int64_t>(std::filesystem::file_size(port::PathFromUtf8(*file), ec));
     files.external_data.push_back(*file);

@@ -15,6 +15,9 @@
 //   - every location is found by walking the model's protobuf encoding
 //     (initializers, sparse initializers, tensors in node attributes, in
 //     subgraphs and in functions); the weights are not read;
+//   - each tensor's offset and length must be byte counts, and the file must
+//     hold the bytes they name (its own size when no length is given): else
+//     kInvalidArgument before ONNX Runtime reads anything;
 //   - a location must name a regular, non-empty file inside the model file's
 //     folder (the folder of the path as given, which is the folder ORT reads
 //     from): an absolute location, one with "..", or a link that leads out of
@@ -30,6 +33,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -43,6 +47,20 @@ namespace ebb::detail {
 // model; a tensor marked external that names no location, or an unreadable
 // one).
 Result<std::vector<std::string>> ExternalDataLocations(const void* data, size_t size);
+
+// One external-data file as the model reads it: its location, how far into
+// it the model's tensors read (the largest offset + length; a tensor that
+// gives no length reads its own size, from its dims and data_type), and the
+// tensor that reads that far (for messages).
+struct ExternalDataExtent {
+  std::string location;
+  uint64_t end = 0;
+  std::string tensor;
+};
+// The locations as ExternalDataLocations finds them, with their extents.
+// Errors: those of ExternalDataLocations, and kInvalidArgument for an offset
+// or length that is not a decimal byte count, or an end past 2^64.
+Result<std::vector<ExternalDataExtent>> ExternalDataExtents(const void* data, size_t size);
 
 // The path ORT opens for `location` of the model at `model_path` (its folder
 // joined with the location), after the checks above. Errors:
@@ -64,8 +82,8 @@ struct ExternalDataFile {
 // `model_identity`, into `files`, and returns the model's identity (see above).
 // The locations are remembered by the model's SHA-256 (a load of a model seen
 // before does not walk it again); the files are checked and hashed each time.
-// Errors: those of ExternalDataLocations and ResolveExternalDataFile, and
-// kUnavailable when the model file read here is not the one hashed (it was
+// Errors: those of ExternalDataExtents and ResolveExternalDataFile,
+// kInvalidArgument for a file shorter than a tensor reads, and kUnavailable when the model file read here is not the one hashed (it was
 // replaced in between: load it again).
 Result<std::string> IdentifyModelFiles(const std::string& model_path, const FileIdentity& model_identity,
                                        const std::string& model_sha256, std::vector<ExternalDataFile>* files);

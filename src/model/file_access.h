@@ -11,6 +11,7 @@
 //   - The optimized-model cache's own files: `own_private` set. The file
 //     must not be a symbolic link, and must be owned by this process's user
 //     and not writable by group or others.
+// A user's own path (`follow_links`): links are followed (the user named it).
 // Always: opened O_RDONLY | O_NONBLOCK | O_CLOEXEC (a FIFO or device never
 // blocks the open), O_NOFOLLOW on the final name, a regular file by fstat on
 // the opened descriptor, at most `max_bytes` (checked on fstat's size and

@@ -1,4 +1,5 @@
 // The run boundary: Session::Run. See ebb/session.h for the contract.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <optional>
@@ -157,6 +158,10 @@ Status SelectOutputs(const SessionState& s, const std::string& model, const std:
     if (i == s.outputs.size()) {
       return InvalidArgument("model '" + model + "' has no output named '" + Clip(name) + "' (its outputs: " +
                              Names(s.outputs) + ")");
+    }
+    // As the server refuses it: each output once (outputs are few, a linear search is enough).
+    if (std::find(index->begin(), index->end(), i) != index->end()) {
+      return InvalidArgument("output '" + Clip(name) + "' of model '" + model + "' is requested twice");
     }
     index->push_back(i);
   }

@@ -1,6 +1,7 @@
 #include "ebb/model_pool.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -25,7 +26,29 @@ int64_t ModelBytes(const std::string& path) {
   return ec ? 0 : static_cast<int64_t>(bytes);
 }
 
+// A budget fraction as a byte count: NaN and values outside [0, 1] (which CheckPoolOptions refuses)
+// are clamped, never converted undefined.
+int64_t FractionOf(double fraction, int64_t total) {
+  if (!(fraction > 0)) return 0;
+  return static_cast<int64_t>(std::min(fraction, 1.0) * static_cast<double>(total));
+}
+
 }  // namespace
+
+Status CheckPoolOptions(const PoolOptions& options) {
+  const auto fraction_ok = [](double f) { return std::isfinite(f) && f >= 0 && f <= 1; };
+  if (options.cpu_budget_bytes < 0 || options.cuda_budget_bytes < 0) {
+    return InvalidArgument("a memory budget in bytes must be >= 0 (0 = a fraction of memory), got " +
+                           std::to_string(options.cpu_budget_bytes < 0 ? options.cpu_budget_bytes
+                                                                       : options.cuda_budget_bytes));
+  }
+  if (!fraction_ok(options.cpu_budget_fraction) || !fraction_ok(options.cuda_budget_fraction)) {
+    return InvalidArgument("a memory budget fraction must be a number in [0, 1], got " +
+                           std::to_string(fraction_ok(options.cpu_budget_fraction) ? options.cuda_budget_fraction
+                                                                                   : options.cpu_budget_fraction));
+  }
+  return Status::Ok();
+}
 
 const char* PoolStateName(PoolState state) {
   switch (state) {
@@ -129,13 +152,13 @@ int64_t ModelPool::budget(const std::string& device) const {
   if (device == "cpu") {
     return options_.cpu_budget_bytes
                ? options_.cpu_budget_bytes
-               : static_cast<int64_t>(options_.cpu_budget_fraction * static_cast<double>(PhysicalMemoryBytes()));
+               : FractionOf(options_.cpu_budget_fraction, PhysicalMemoryBytes());
   }
   if (options_.cuda_budget_bytes) return options_.cuda_budget_bytes;
   auto request = DeviceRequest::Parse(device);
   for (const GpuMemory& g : ReadGpuMemory()) {
     if (request.ok() && g.index == request->index) {
-      return static_cast<int64_t>(options_.cuda_budget_fraction * static_cast<double>(g.total));
+      return FractionOf(options_.cuda_budget_fraction, static_cast<int64_t>(g.total));
     }
   }
   return 0;  // unknown: no budget

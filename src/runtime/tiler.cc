@@ -1,7 +1,11 @@
 #include "ebb/tiler.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
+#include <string_view>
+
+#include "port/port.h"
 
 namespace ebb {
 namespace {
@@ -52,26 +56,86 @@ Status CheckFrame(const Session& session, const Tensor& frame) {
   return Status::Ok();
 }
 
-// State of one tiled operation: the frames' plans and results.
+// The options for every frame of an operation (TileOptionsFor over the largest height and width among
+// them, so that all its runs keep one input shape), unless the model's input has a fixed height and
+// width. REQUIRES: the frames passed CheckFrame.
+TileOptions SharedTileOptions(const TensorInfo& input, const std::vector<Tensor>& frames, const TileOptions& options) {
+  if (input.shape.size() == 4 && input.shape[2] >= 0 && input.shape[3] >= 0) return options;
+  int64_t height = 1, width = 1;
+  for (const Tensor& frame : frames) {
+    height = std::max(height, frame.shape()[2]);
+    width = std::max(width, frame.shape()[3]);
+  }
+  return TileOptionsFor(options, height, width);
+}
+
+// Whether a batch of `k` tiles of `tile` pixels from `frame`, and the model's output for it (at least
+// the same channels, `scale` times the side; 1 when not known yet), can exist: the output lives in
+// the shared arena, so it must fit its cap, and both must fit the memory this process may have.
+// Checked before anything is allocated. Errors: kInvalidArgument when a size overflows,
+// kResourceExhausted when it cannot fit.
+Status CheckBatchFits(const Runtime& runtime, const Tensor& frame, int64_t tile, int64_t scale, int k) {
+  const std::string what = "a batch of " + std::to_string(k) + " tile(s) of " + std::to_string(tile) + "x" +
+                           std::to_string(tile) + " pixels";
+  int64_t out_side = 0;
+  if (__builtin_mul_overflow(tile, std::max<int64_t>(scale, 1), &out_side)) {
+    return InvalidArgument(what + " is too large: its output side overflows");
+  }
+  const int64_t channels = frame.shape()[1];
+  Result<int64_t> in = CheckedByteSize(frame.type(), {k, channels, tile, tile});
+  Result<int64_t> out = CheckedByteSize(frame.type(), {k, channels, out_side, out_side});
+  if (!in.ok() || !out.ok()) return InvalidArgument(what + ": " + (in.ok() ? out : in).status().message());
+  const int64_t cap = runtime.shared_arena_cap();
+  if (cap > 0 && *out > cap) {
+    return ResourceExhausted(what + " needs " + std::to_string(*out) + " bytes of arena for its output alone, more "
+                             "than the shared arena's cap of " + std::to_string(cap) +
+                             ": use smaller tiles or fewer tiles per run");
+  }
+  const int64_t limit = port::ProcessMemoryLimitBytes();
+  const int64_t memory = limit > 0 ? std::min(limit, port::MachineMemoryBytes()) : port::MachineMemoryBytes();
+  if (memory > 0 && (*in > memory - *out || *out > memory)) {
+    return ResourceExhausted(what + " and its output need " + std::to_string(*in) + " + " + std::to_string(*out) +
+                             " bytes, more than the " + std::to_string(memory) +
+                             " bytes of memory this process may have: use smaller tiles or fewer tiles per run");
+  }
+  return Status::Ok();
+}
+
+// The ebb.scale metadata of a model; 0 when absent. Errors: a value that is not a positive integer.
+Result<int64_t> MetadataScale(const Session& session) {
+  const std::string text = session.metadata("ebb.scale");
+  if (text.empty()) return int64_t{0};
+  int64_t scale = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), scale);
+  if (ec != std::errc() || end != text.data() + text.size() || scale < 1) {
+    return InvalidArgument("model '" + session.name() + "' has ebb.scale metadata '" + text.substr(0, 32) +
+                           "', not a positive integer");
+  }
+  return scale;
+}
+
+// State of one tiled operation: the frames' plans, tile sides and results.
 struct TiledJob {
   const std::vector<Tensor>& frames;
   TileOptions options;
   std::vector<std::vector<TileRect>> plans;
+  std::vector<int64_t> tiles;  // per frame (one for the operation: SharedTileOptions)
   std::vector<Tensor> results;
   int64_t scale = 0;
 
   Result<std::vector<NamedTensor>> MakeBatch(const Session& session, size_t f, size_t first) const {
     const int k = options.tiles_per_run;
     const Tensor& frame = frames[f];
-    Tensor batch(frame.type(), {k, frame.shape()[1], options.tile, options.tile});
+    Result<Tensor> batch = Tensor::Allocate(frame.type(), {k, frame.shape()[1], tiles[f], tiles[f]});
+    if (!batch.ok()) return batch.status();
     for (int i = 0; i < k; ++i) {
       // The last batch of a frame repeats its last tile to keep the shape fixed.
       const TileRect& r = plans[f][std::min(first + i, plans[f].size() - 1)];
-      Tensor tile = ExtractTile(frame, 0, r, options.tile);
-      std::memcpy(batch.data() + i * tile.byte_size(), tile.data(), tile.byte_size());
+      Tensor tile = ExtractTile(frame, 0, r, tiles[f]);
+      std::memcpy(batch->data() + i * tile.byte_size(), tile.data(), tile.byte_size());
     }
     std::vector<NamedTensor> in;
-    in.push_back({session.inputs()[0].name, std::move(batch)});
+    in.push_back({session.inputs()[0].name, std::move(batch).value()});
     return in;
   }
 
@@ -80,13 +144,17 @@ struct TiledJob {
     if (s.size() != 4 || s[0] != options.tiles_per_run) {
       return InvalidArgument("a tiled model must return [k,C,H,W] per batch of k tiles; got " + ShapeToString(s));
     }
-    if (scale == 0) scale = s[2] / options.tile;
-    if (scale < 1 || s[2] != options.tile * scale || s[3] != options.tile * scale) {
-      return InvalidArgument("tile output " + ShapeToString(s) + " is not the " + std::to_string(options.tile) +
+    const int64_t tile = tiles[f];
+    if (scale == 0) scale = s[2] / tile;
+    if (scale < 1 || s[2] != tile * scale || s[3] != tile * scale) {
+      return InvalidArgument("tile output " + ShapeToString(s) + " is not the " + std::to_string(tile) +
                              "-pixel tile scaled by " + std::to_string(scale));
     }
     if (results[f].shape().empty()) {
-      results[f] = Tensor(out.type(), {1, s[1], frames[f].shape()[2] * scale, frames[f].shape()[3] * scale});
+      Result<Tensor> result =
+          Tensor::Allocate(out.type(), {1, s[1], frames[f].shape()[2] * scale, frames[f].shape()[3] * scale});
+      if (!result.ok()) return result.status();
+      results[f] = std::move(result).value();
     }
     const size_t count = std::min(plans[f].size() - first, static_cast<size_t>(options.tiles_per_run));
     for (size_t i = 0; i < count; ++i) PasteCore(out, static_cast<int64_t>(i), plans[f][first + i], scale, &results[f]);
@@ -96,8 +164,19 @@ struct TiledJob {
 
 }  // namespace
 
+TileOptions TileOptionsFor(const TileOptions& options, int64_t height, int64_t width) {
+  if (!PlanTiles(1, 1, options).ok()) return options;  // refused later, as it is
+  TileOptions o = options;
+  if (std::max(height, width) <= options.tile) {
+    o.tile = std::max(height, width);
+    o.overlap = 0;
+  }
+  return o;
+}
+
 Result<std::vector<TileRect>> PlanTiles(int64_t height, int64_t width, const TileOptions& options) {
-  if (options.tile <= 2 * options.overlap || options.overlap < 0) {
+  // tile > 2 * overlap, written so that neither can overflow
+  if (options.overlap < 0 || options.tile < 1 || options.overlap > (options.tile - 1) / 2) {
     return InvalidArgument("tile size " + std::to_string(options.tile) + " must exceed twice the overlap (" +
                            std::to_string(options.overlap) + ")");
   }
@@ -137,14 +216,21 @@ Result<std::vector<Tensor>> RunTiled(Runtime& runtime, const std::shared_ptr<Ses
   if (session->inputs().empty() || session->outputs().empty()) {
     return InvalidArgument("model '" + session->name() + "' is not an image-to-image model");
   }
-  TiledJob job{frames, tiles, {}, std::vector<Tensor>(frames.size()), tiles.scale};
-  if (job.scale == 0 && !session->metadata("ebb.scale").empty()) job.scale = std::stoll(session->metadata("ebb.scale"));
+  TiledJob job{frames, tiles, {}, {}, std::vector<Tensor>(frames.size()), tiles.scale};
+  if (job.scale == 0) {
+    Result<int64_t> scale = MetadataScale(*session);
+    if (!scale.ok()) return scale.status();
+    job.scale = *scale;
+  }
   Operation op(runtime, options);
+  for (const Tensor& frame : frames) EBB_RETURN_IF_ERROR(CheckFrame(*session, frame));
+  const TileOptions frame_tiles = SharedTileOptions(session->inputs()[0], frames, tiles);
   for (size_t f = 0; f < frames.size(); ++f) {
-    EBB_RETURN_IF_ERROR(CheckFrame(*session, frames[f]));
-    Result<std::vector<TileRect>> plan = PlanTiles(frames[f].shape()[2], frames[f].shape()[3], tiles);
+    Result<std::vector<TileRect>> plan = PlanTiles(frames[f].shape()[2], frames[f].shape()[3], frame_tiles);
     if (!plan.ok()) return plan.status();
+    EBB_RETURN_IF_ERROR(CheckBatchFits(runtime, frames[f], frame_tiles.tile, job.scale, tiles.tiles_per_run));
     job.plans.push_back(std::move(plan).value());
+    job.tiles.push_back(frame_tiles.tile);
     for (size_t first = 0; first < job.plans[f].size(); first += static_cast<size_t>(tiles.tiles_per_run)) {
       op.AddStep(
           session, [&job, &session, f, first] { return job.MakeBatch(*session, f, first); },

@@ -5,6 +5,10 @@
  * leaves the cache, and the next load works. Run under ASan too (make asan): no leaks. */
 #include "c_test.h"
 
+#include <math.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
 static ebb_runtime_t* g_rt = NULL;
 
 static void test_status_and_names(void) {
@@ -123,6 +127,32 @@ static void test_bad_tensors(void) {
   ebb_tensor_destroy(t);
 }
 
+/* Issue 32, finding 2: shapes whose element count or byte size overflows were accepted ([2^62] FP32
+ * had 0 bytes, [2^62+1,4] was made from 16 bytes) and a run then failed `internal` with ORT's text.
+ * Every constructor refuses them, as EBB_INVALID_ARGUMENT, before allocating. A zero dim makes an
+ * empty tensor of large other dims, as long as their product fits. */
+static void test_overflowing_shapes(void) {
+  ebb_tensor_t* t = NULL;
+  const int64_t huge[1] = {(int64_t)1 << 62};
+  const int64_t wraps[2] = {((int64_t)1 << 62) + 1, 4};
+  const int64_t max[2] = {INT64_MAX, INT64_MAX};
+  float data[4] = {0};
+  CHECK_CODE(ebb_tensor_create(EBB_FLOAT32, huge, 1, &t), EBB_INVALID_ARGUMENT, "overflows");
+  CHECK_CODE(ebb_tensor_create(EBB_UINT8, max, 2, &t), EBB_INVALID_ARGUMENT, "overflows");
+  CHECK_CODE(ebb_tensor_create_copy(EBB_FLOAT32, huge, 1, data, 0, &t), EBB_INVALID_ARGUMENT, "overflows");
+  CHECK_CODE(ebb_tensor_create_copy(EBB_FLOAT32, wraps, 2, data, 16, &t), EBB_INVALID_ARGUMENT, "overflows");
+  CHECK_CODE(ebb_tensor_borrow(EBB_FLOAT32, wraps, 2, data, 16, &t), EBB_INVALID_ARGUMENT, "overflows");
+  CHECK_CODE(ebb_tensor_create_strings(wraps, 2, NULL, NULL, 0, &t), EBB_INVALID_ARGUMENT, "overflows");
+  CHECK(t == NULL);
+  /* The non-zero dims' product is checked even beside a zero dim (no stride over them can wrap). */
+  const int64_t zero_between_huge[3] = {(int64_t)1 << 62, 0, (int64_t)1 << 62};
+  CHECK_CODE(ebb_tensor_create(EBB_FLOAT32, zero_between_huge, 3, &t), EBB_INVALID_ARGUMENT, "overflows");
+  const int64_t zero[3] = {(int64_t)1 << 40, 0, (int64_t)1 << 20};
+  CHECK_OK(ebb_tensor_create(EBB_FLOAT32, zero, 3, &t));
+  CHECK(ebb_tensor_element_count(t) == 0 && ebb_tensor_byte_size(t) == 0);
+  ebb_tensor_destroy(t);
+}
+
 static void test_bad_runtime_and_loads(void) {
   ebb_runtime_t* rt = NULL;
   const char* typo = "{\"cpu\": {\"arena_setings\": {}}}";
@@ -176,11 +206,25 @@ static void test_bad_runs(void) {
   CHECK_CODE(ebb_session_run(s, x_name, good, 1, unknown, 1, &out), EBB_INVALID_ARGUMENT, "'z'");
   const char* null_name[] = {NULL};
   CHECK_CODE(ebb_session_run(s, x_name, good, 1, null_name, 1, &out), EBB_INVALID_ARGUMENT, "output_names[0]");
+  /* Issue 32: an output asked for twice is refused, as the server refuses it. */
+  const char* twice[] = {"y", "y"};
+  CHECK_CODE(ebb_session_run(s, x_name, good, 1, twice, 2, &out), EBB_INVALID_ARGUMENT, "'y'");
   CHECK_CODE(ebb_session_run_into(s, x_name, good, 1, x_name, NULL, 0), EBB_INVALID_ARGUMENT, "no outputs");
   CHECK(out == NULL);
   /* Ready-made operations: an empty pipeline, tiles without a core, a frame of the wrong kind. */
   CHECK_CODE(ebb_run_pipeline(g_rt, NULL, 0, good, 1, NULL, &out), EBB_INVALID_ARGUMENT, "at least one model");
   CHECK_CODE(ebb_run_tiled(g_rt, s, good, 1, 16, 8, 0, 1, NULL, &out), EBB_INVALID_ARGUMENT, NULL);
+  CHECK_CODE(ebb_run_tiled(g_rt, s, good, 1, INT64_MAX, INT64_MAX, 0, 1, NULL, &out), EBB_INVALID_ARGUMENT, NULL);
+  CHECK_CODE(ebb_run_tiled(g_rt, s, good, 1, -5, 0, 0, 1, NULL, &out), EBB_INVALID_ARGUMENT, NULL);
+  /* Issue 32, finding 1: a tile of 2^31 over an 8x8 frame wrapped the tile's byte size to 0 (a heap
+   * overflow in ExtractTile). The tile is clamped to the frame: one run, the frame's result. */
+  ebb_tensor_t* small = image(8, 8, 3);
+  const ebb_tensor_t* smalls[] = {small};
+  CHECK_OK(ebb_run_tiled(g_rt, s, smalls, 1, (int64_t)1 << 31, 2, 0, 1, NULL, &out));
+  CHECK(ebb_tensors_count(out) == 1 && ebb_tensor_element_count(ebb_tensors_get(out, 0)) == 3 * 8 * 8);
+  ebb_tensors_destroy(out);
+  out = NULL;
+  ebb_tensor_destroy(small);
   CHECK_CODE(ebb_run_per_frame(g_rt, s, typed, 1, NULL, &out), EBB_INVALID_ARGUMENT, NULL);
   CHECK_CODE(ebb_run_per_frame(g_rt, s, nulls, 1, NULL, &out), EBB_INVALID_ARGUMENT, "frames[0] is NULL");
   /* Operations: negative plan, a failed run ends it, later runs are refused. */
@@ -215,7 +259,62 @@ static void test_bad_pool_calls(void) {
   CHECK(lease == NULL && snap == NULL);
   CHECK(ebb_pool_snapshot_count(NULL) == 0 && strcmp(ebb_pool_snapshot_name(NULL, 3), "") == 0);
   ebb_pool_destroy(pool);
+  /* Issue 32: a budget fraction of NaN converted to INT64_MIN, and a negative one was taken. */
+  ebb_pool_options_t* options = ebb_pool_options_create();
+  CHECK(options != NULL);
+  const double bad_fractions[] = {NAN, -5, 1.5, INFINITY};
+  for (size_t i = 0; i < sizeof bad_fractions / sizeof bad_fractions[0]; ++i) {
+    ebb_pool_options_set_cpu_budget(options, 0, bad_fractions[i]);
+    CHECK_CODE(ebb_pool_create(g_rt, options, NULL, NULL, &pool), EBB_INVALID_ARGUMENT, "fraction");
+    CHECK(pool == NULL);
+  }
+  ebb_pool_options_set_cpu_budget(options, -5, 0.5);
+  CHECK_CODE(ebb_pool_create(g_rt, options, NULL, NULL, &pool), EBB_INVALID_ARGUMENT, "-5");
+  ebb_pool_options_set_cpu_budget(options, 0, 0.5);
+  ebb_pool_options_set_cuda_budget(options, 0, NAN);
+  CHECK_CODE(ebb_pool_create(g_rt, options, NULL, NULL, &pool), EBB_INVALID_ARGUMENT, "fraction");
+  ebb_pool_options_set_cuda_budget(options, 0, 0.9);
+  CHECK_OK(ebb_pool_create(g_rt, options, NULL, NULL, &pool));
+  CHECK(ebb_pool_budget(pool, "cpu") > 0);
+  ebb_pool_destroy(pool);
+  ebb_pool_options_destroy(options);
 }
+
+/* Issue 32: the pool's last lease destroyed from on_event, on the pool's keep-alive thread, after
+ * ebb_pool_destroy: the pool's destructor joined its own thread (std::terminate). */
+static ebb_lease_t* _Atomic g_last_lease = NULL;
+static atomic_int g_evictions = 0;
+
+static void destroy_last_lease(void* user_data, const ebb_pool_event_t* event) {
+  (void)user_data;
+  if (ebb_pool_event_kind(event) != EBB_POOL_EVENT_EVICT) return;
+  ebb_lease_destroy(atomic_exchange(&g_last_lease, NULL));
+  atomic_fetch_add(&g_evictions, 1);
+}
+
+static void sleep_ms(long ms) {
+  const struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&t, NULL);
+}
+
+static void test_last_lease_destroyed_on_the_keep_alive_thread(void) {
+  ebb_pool_t* pool = NULL;
+  CHECK_OK(ebb_pool_create(g_rt, NULL, destroy_last_lease, NULL, &pool));
+  CHECK_OK(ebb_pool_add(pool, "held", model_path("tiny"), NULL, 0, NULL));
+  CHECK_OK(ebb_pool_add(pool, "brief", model_path("convnet"), NULL, 0, NULL));
+  ebb_lease_t* held = NULL;
+  ebb_lease_t* brief = NULL;
+  CHECK_OK(ebb_pool_acquire(pool, "held", NULL, 1, &held));
+  const int64_t keep_alive_ms = 1;
+  CHECK_OK(ebb_pool_acquire(pool, "brief", &keep_alive_ms, 1, &brief));
+  atomic_store(&g_last_lease, held);
+  ebb_pool_destroy(pool);  /* the lease keeps it */
+  ebb_lease_destroy(brief);  /* idle: the keep-alive thread evicts it within ~50 ms, then the callback runs */
+  for (int i = 0; i < 500 && atomic_load(&g_evictions) == 0; ++i) sleep_ms(10);
+  CHECK(atomic_load(&g_evictions) == 1 && atomic_load(&g_last_lease) == NULL);
+  sleep_ms(200);  /* the pool goes on a thread of its own: the process is still here */
+}
+
 
 /* The shared arena capped at 16 MiB: a 32x32 run fits, a 1024x1024 one (~128 MiB of activations)
  * gives EBB_RESOURCE_EXHAUSTED; the session is dropped and the next load builds it afresh. */
@@ -271,9 +370,11 @@ int main(void) {
   RUN_TEST(test_status_and_names);
   RUN_TEST(test_null_handles);
   RUN_TEST(test_bad_tensors);
+  RUN_TEST(test_overflowing_shapes);
   RUN_TEST(test_bad_runtime_and_loads);
   RUN_TEST(test_bad_runs);
   RUN_TEST(test_bad_pool_calls);
+  RUN_TEST(test_last_lease_destroyed_on_the_keep_alive_thread);
   RUN_TEST(test_out_of_memory);
   ebb_runtime_destroy(g_rt);
   printf("%d check(s) failed\n", g_failures);

@@ -98,7 +98,8 @@ public final class ModelPool extends NativeObject {
    * Calls `body` with the model held and returns its result. If it throws {@link
    * ResourceExhaustedException}, the broken session and every idle model are evicted, memory is
    * trimmed, and `body` runs once more on a fresh load; a second failure is thrown. The session
-   * passed to `body` is valid during the call only. With admission by memory on ({@link
+   * passed to `body` is valid during the call only: when `body` returns, runs on it that other
+   * threads started are waited for, and any later use throws {@link IllegalStateException}. With admission by memory on ({@link
    * PoolOptions#memoryAdmission}) and {@link AcquireOptions#runElements} given, the run's predicted
    * need is reserved first (it may wait for memory: {@link UnavailableException} when the wait
    * passed its deadline, {@link ResourceExhaustedException} at once when it could never fit), and
@@ -148,7 +149,9 @@ public final class ModelPool extends NativeObject {
         error = e;
         return new Object[] {StatusCode.INTERNAL.value(), "Java exception: " + e};
       } finally {
-        s.close();
+        // The session is the lease's, freed (and maybe unloaded) as soon as this returns: wait for
+        // every use of it that the body handed to other threads to end; later ones throw.
+        s.closeAndWait();
       }
     }
   }

@@ -1,7 +1,9 @@
 package dev.ebb;
 
+import java.lang.ref.Cleaner;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.LongConsumer;
 
 /**
  * A Java object that owns one native handle of ebb's C API.
@@ -10,40 +12,112 @@ import java.util.concurrent.atomic.AtomicInteger;
  * still running. Every native call takes a use ({@link #use()}) and gives it back ({@link #done()}),
  * so closing an object while another thread runs with it never frees memory under that run; the
  * last user frees it. After close, {@link #use()} throws {@link IllegalStateException}.
+ *
+ * <p>Objects made with a collected-free function (tensors) have a safety net: one that becomes
+ * unreachable without having been closed is closed by a {@link Cleaner} after a garbage
+ * collection. close() stays the documented way (a collection may come late, or never).
  */
 abstract class NativeObject implements AutoCloseable {
-  private final long handle;
-  private final AtomicInteger uses = new AtomicInteger(1); // 1: the owner's, dropped by close()
-  private final AtomicBoolean closed = new AtomicBoolean(false);
+  private static final Cleaner CLEANER = Cleaner.create();
+
+  /**
+   * The handle and its uses, apart from the object that owns them, so that the cleaner can free
+   * them once that object is unreachable (this must never reference it). {@link #run} is close.
+   */
+  private static final class Handle implements Runnable {
+    final long handle;
+    final AtomicInteger uses = new AtomicInteger(1); // 1: the owner's, dropped by close
+    final AtomicBoolean closed = new AtomicBoolean(false);
+    LongConsumer free; // set in the constructor, before any use
+
+    Handle(long handle) {
+      this.handle = handle;
+    }
+
+    @Override
+    public void run() {
+      if (closed.compareAndSet(false, true)) done();
+    }
+
+    void done() {
+      if (uses.decrementAndGet() == 0) {
+        free.accept(handle);
+        synchronized (this) {
+          notifyAll(); // closeAndWait
+        }
+      }
+    }
+  }
+
+  private final Handle state;
+  private final Cleaner.Cleanable cleanable; // null: no safety net
 
   NativeObject(long handle) {
+    this(handle, null);
+  }
+
+  /**
+   * With `collectedFree` (which must do what {@link #free} does and must not reach this object: a
+   * static method), the handle is also freed once this object became unreachable unclosed.
+   */
+  NativeObject(long handle, LongConsumer collectedFree) {
     if (handle == 0) throw new IllegalArgumentException("a NULL native handle");
-    this.handle = handle;
+    this.state = new Handle(handle);
+    if (collectedFree != null) {
+      state.free = collectedFree;
+      this.cleanable = CLEANER.register(this, state);
+    } else {
+      state.free = this::free;
+      this.cleanable = null;
+    }
   }
 
   /** The handle for one native call; pair with {@link #done()} in a finally block. */
   final long use() {
-    if (closed.get()) throw new IllegalStateException(describe() + " is closed");
+    if (state.closed.get()) throw new IllegalStateException(describe() + " is closed");
     for (;;) {
-      int u = uses.get();
+      int u = state.uses.get();
       if (u == 0) throw new IllegalStateException(describe() + " is closed");
-      if (uses.compareAndSet(u, u + 1)) return handle;
+      if (state.uses.compareAndSet(u, u + 1)) return state.handle;
     }
   }
 
   final void done() {
-    if (uses.decrementAndGet() == 0) free(handle);
+    state.done();
   }
 
   /** Whether close() was called. */
   public final boolean isClosed() {
-    return closed.get();
+    return state.closed.get();
   }
 
   /** Frees the native handle (once its calls in flight, if any, have ended). Idempotent. */
   @Override
   public void close() {
-    if (closed.compareAndSet(false, true)) done();
+    if (cleanable != null) {
+      cleanable.clean(); // runs state.run() at most once
+    } else {
+      state.run();
+    }
+  }
+
+  /**
+   * Closes, then waits until every call in flight with the handle (on any thread) has ended and it
+   * was freed: for a handle that something else frees right after (a pool body's session).
+   */
+  final void closeAndWait() {
+    close();
+    boolean interrupted = false;
+    synchronized (state) {
+      while (state.uses.get() != 0) {
+        try {
+          state.wait();
+        } catch (InterruptedException e) {
+          interrupted = true; // never return while the handle is in use
+        }
+      }
+    }
+    if (interrupted) Thread.currentThread().interrupt();
   }
 
   /** Frees the handle; called exactly once. */

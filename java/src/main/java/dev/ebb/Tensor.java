@@ -24,6 +24,11 @@ import java.util.Arrays;
  * <p>Thread safety: a tensor may be read (and used as an input) by several threads at once.
  * Closing it while a run reads it is safe: it is freed when that run ends. Use after close throws
  * {@link IllegalStateException}.
+ *
+ * <p>Close tensors (try-with-resources): that frees their native memory at once. A tensor left
+ * unclosed is freed by a {@link java.lang.ref.Cleaner} some time after it becomes unreachable and a
+ * garbage collection found it, a safety net only: the Java heap does not see native memory, so
+ * collections may come late.
  */
 public final class Tensor extends NativeObject {
   static {
@@ -35,7 +40,7 @@ public final class Tensor extends NativeObject {
   private final Buffer keep; // the caller's direct buffer a borrowed tensor reads
 
   Tensor(long handle, Buffer keep) {
-    super(handle);
+    super(handle, Tensor::nativeDestroy); // an unclosed tensor is freed after it is collected
     this.type = DataType.of(nativeDtype(handle));
     this.shape = nativeShape(handle);
     this.keep = keep;

@@ -133,6 +133,28 @@ class ApiTest {
                  () -> Tensor.fromBuffer(TestModels.directFloats(n - 1, 0), 1, 3, 32, 32));
     assertThrows(InvalidArgumentException.class, () -> Tensor.fromArray(new float[5], 2, 3));
     assertThrows(InvalidArgumentException.class, () -> Tensor.fromArray(new float[6], 2, -3));
+    // Issue 32: shapes whose element count or byte size overflows were made from 0 or 16 bytes.
+    assertThrows(InvalidArgumentException.class, () -> Tensor.fromArray(new float[0], 1L << 62, 4));
+    assertThrows(InvalidArgumentException.class, () -> Tensor.fromArray(new float[4], (1L << 62) + 1, 4));
+    assertThrows(InvalidArgumentException.class, () -> Tensor.fromArray(new float[0], 1L << 62));
+  }
+
+  /**
+   * Issue 32, finding 1: a tile of 2^31 over an 8x8 frame wrapped the tile's byte size to 0 (a heap
+   * overflow that corrupted the JVM's heap). The tile is clamped to the frame; one tiled frame.
+   */
+  @Test
+  void aTileLargerThanTheFrameIsClampedToIt() {
+    try (Session s = runtime.load(TestModels.model("convnet"));
+         Tensor frame = Tensor.fromArray(TestModels.floats(3 * 8 * 8, 2), 1, 3, 8, 8);
+         Outputs out = runtime.runTiled(s, List.of(frame), new TileOptions().tile(1L << 31).overlap(2))) {
+      assertArrayEquals(new long[] {1, 3, 8, 8}, out.get(0).shape());
+    }
+    try (Session s = runtime.load(TestModels.model("convnet"));
+         Tensor frame = Tensor.fromArray(TestModels.floats(3 * 8 * 8, 2), 1, 3, 8, 8)) {
+      assertThrows(InvalidArgumentException.class,
+                   () -> runtime.runTiled(s, List.of(frame), new TileOptions().tile(Long.MAX_VALUE).overlap(Long.MAX_VALUE)));
+    }
   }
 
   /**

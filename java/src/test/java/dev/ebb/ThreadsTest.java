@@ -90,4 +90,44 @@ class ThreadsTest {
       assertTrue(refused.get() > 0 || ok.get() == 80);
     }
   }
+
+  /**
+   * Issue 32, finding 3: the session a runWithRecovery body gets was used by another thread after
+   * the body returned; with keepAliveMs 0 the lease's end unloaded the model under that run (SIGSEGV
+   * in ORT, on the first of 20 rounds). Now the body's return waits for the runs it handed out, and
+   * every use after it throws IllegalStateException.
+   */
+  @Test
+  void aPoolBodysSessionCannotOutliveTheBody() throws Exception {
+    try (Runtime runtime = Runtime.create();
+         ModelPool pool = new ModelPool(runtime, new PoolOptions().keepAliveMs(0));
+         Tensor x = Tensor.fromBuffer(TestModels.directFloats(3 * 64 * 64, 4), 1, 3, 64, 64)) {
+      pool.add("conv", TestModels.model("convnet"));
+      ExecutorService other = Executors.newSingleThreadExecutor();
+      try {
+        for (int round = 0; round < 20; ++round) {
+          AtomicInteger runs = new AtomicInteger();
+          List<Future<Throwable>> escaped = new ArrayList<>();
+          pool.runWithRecovery("conv", session -> {
+            escaped.add(other.submit(() -> {
+              for (;;) {
+                try {
+                  session.run(Map.of("x", x)).close();
+                  runs.incrementAndGet();
+                } catch (Throwable t) {
+                  return t;
+                }
+              }
+            }));
+            while (runs.get() == 0 && !escaped.get(0).isDone()) Thread.onSpinWait(); // it runs there now
+            return null;
+          });
+          Throwable ended = escaped.get(0).get();
+          assertTrue(ended instanceof IllegalStateException, "round " + round + ": " + ended);
+        }
+      } finally {
+        other.shutdown();
+      }
+    }
+  }
 }
