@@ -1,11 +1,11 @@
 #include "ebb/tiler.h"
+#include "ebb/memory_stats.h"
 
 #include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <string_view>
 
-#include "port/port.h"
 
 namespace ebb {
 namespace {
@@ -91,8 +91,7 @@ Status CheckBatchFits(const Runtime& runtime, const Tensor& frame, int64_t tile,
                              "than the shared arena's cap of " + std::to_string(cap) +
                              ": use smaller tiles or fewer tiles per run");
   }
-  const int64_t limit = port::ProcessMemoryLimitBytes();
-  const int64_t memory = limit > 0 ? std::min(limit, port::MachineMemoryBytes()) : port::MachineMemoryBytes();
+  const int64_t memory = PhysicalMemoryBytes();  // the machine's, capped by the process's limit
   if (memory > 0 && (*in > memory - *out || *out > memory)) {
     return ResourceExhausted(what + " and its output need " + std::to_string(*in) + " + " + std::to_string(*out) +
                              " bytes, more than the " + std::to_string(memory) +
