@@ -56,5 +56,13 @@ struct ServeOptions {
 };
 int Serve(const ServeOptions& options);
 
+struct OcrCliOptions {
+  CommonOptions common;
+  std::vector<std::string> images;
+  std::string pipeline = "ocr";  // a pipeline folder, or its name under --models
+  bool json = false;
+};
+int RunOcr(const OcrCliOptions& options);
+
 
 }  // namespace ebb::cli
