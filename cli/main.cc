@@ -238,6 +238,16 @@ int main(int argc, char** argv) {
   ocr_cmd->add_option("--pipeline", ocr.pipeline, "OCR pipeline folder (config.json of kind \"ocr\"), or its name under --models")
       ->capture_default_str();
   ocr_cmd->add_flag("--json", ocr.json, "per image, per line: text, confidence and the box's four points as JSON");
+  ocr_cmd->add_option("--limit-side-len", ocr.options.limit_side_len, "detector input: longer side limit for small pages")
+      ->capture_default_str();
+  ocr_cmd->add_option("--max-side-len", ocr.options.max_side_len, "detector input: longer side at most this")
+      ->capture_default_str();
+  ocr_cmd->add_option("--unclip-ratio", ocr.options.unclip_ratio, "how much each detected box is grown")
+      ->capture_default_str();
+  ocr_cmd->add_option("--box-threshold", ocr.options.box_threshold, "a box's least mean probability")
+      ->capture_default_str();
+  ocr_cmd->add_option("--drop-score", ocr.options.drop_score, "lines less confident than this are dropped")
+      ->capture_default_str();
 
   CommonOptions info_common;
   std::string info_model;

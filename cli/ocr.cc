@@ -27,7 +27,7 @@ int RunOcr(const OcrCliOptions& options) {
     if (!device.ok()) return Fail(device.status());
     load.device = *device;
   }
-  Result<std::unique_ptr<OcrPipeline>> ocr = OcrPipeline::Load(*runtime, folder, {}, load);
+  Result<std::unique_ptr<OcrPipeline>> ocr = OcrPipeline::Load(*runtime, folder, options.options, load);
   if (!ocr.ok()) return Fail(ocr.status());
   Result<std::vector<OcrPage>> result = (*ocr)->Recognise(pages);
   if (!result.ok()) return Fail(result.status());

@@ -17,7 +17,9 @@
 //      upright (90° anticlockwise) when at least 1.5 times taller than wide;
 //   3. the angle classifier on batches of cls_batch (6) crops at [3,48,192]
 //      (normalised to [-1,1], padded right); a crop classed "180" with a
-//      score above cls_threshold (0.9) is turned by 180°;
+//      score above cls_threshold (0.9) is turned by 180° — when such crops
+//      are at least half of the page's (cls_page_majority; off: each line
+//      on its own, as PaddleOCR);
 //   4. the recogniser on batches of rec_batch (6) crops sorted by aspect
 //      ratio, at height 48 and the batch's widest ratio (at least 320/48);
 //      CTC greedy decoding with the dictionary (index 0 the blank, the
@@ -67,6 +69,12 @@ struct OcrOptions {
   int min_box_side = 3;       // boxes with a shorter side under this are dropped
   bool use_classifier = true;
   float cls_threshold = 0.9f;
+  // Turn the lines classed 180° only when they are at least half of the
+  // page's (a page is upside down as a whole far more often than one line
+  // is, and the classifier, which sees a long line squeezed into 192 px,
+  // classes about one upright line in 15 as 180° on rendered pages). false:
+  // PaddleOCR's rule, each line on its own.
+  bool cls_page_majority = true;
   int cls_batch = 6;
   int rec_batch = 6;
   float drop_score = 0.5f;    // lines less confident than this are dropped

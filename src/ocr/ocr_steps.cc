@@ -229,6 +229,7 @@ Status PageJob::TakeDetector(const Tensor& output) {
   });
   cls_order_ = options_.use_classifier ? order : std::vector<int>{};
   rec_order_ = order;  // a 180° turn keeps the aspect ratio
+  upside_down_.assign(crops_.size(), false);
   text_.assign(crops_.size(), {});
   confidence_.assign(crops_.size(), 0.0f);
   return Status::Ok();
@@ -266,9 +267,14 @@ Status PageJob::TakeClassifier(int batch, const Tensor& output) {
   }
   const auto p = output.values<float>();
   for (size_t n = 0; n < items.size(); ++n) {
-    if (p[2 * n + 1] > p[2 * n] && p[2 * n + 1] > options_.cls_threshold) {
-      cv::rotate(crops_[items[n]], crops_[items[n]], cv::ROTATE_180);
-    }
+    upside_down_[items[n]] = p[2 * n + 1] > p[2 * n] && p[2 * n + 1] > options_.cls_threshold;
+  }
+  if (batch + 1 < classifier_batches()) return Status::Ok();
+  // All classified: turn the lines classed 180° (with the page's majority unless told otherwise).
+  const size_t turned = static_cast<size_t>(std::count(upside_down_.begin(), upside_down_.end(), true));
+  if (options_.cls_page_majority && 2 * turned < cls_order_.size()) return Status::Ok();
+  for (size_t i = 0; i < crops_.size(); ++i) {
+    if (upside_down_[i]) cv::rotate(crops_[i], crops_[i], cv::ROTATE_180);
   }
   return Status::Ok();
 }

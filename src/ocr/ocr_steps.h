@@ -81,6 +81,7 @@ class PageJob {
   std::vector<Quad> boxes_;
   std::vector<cv::Mat> crops_;
   std::vector<int> cls_order_, rec_order_;  // crop indices by aspect ratio
+  std::vector<bool> upside_down_;  // classed 180° above the threshold
   std::vector<std::string> text_;
   std::vector<float> confidence_;
 };
