@@ -35,6 +35,21 @@ struct FootprintOptions {
 
 int BenchFootprint(const FootprintOptions& options);
 
+// `ebb bench ocr`: the OCR pipeline against plain ORT as RapidOCR runs it, burst and page by page
+// (bench_ocr.cc).
+struct OcrBenchOptions {
+  CommonOptions common;
+  int pages = 40;
+  std::string pipeline = "ocr";  // a pipeline folder, or its name under --models
+  std::string render_script = "tests/ocr/render_pages.py";
+  bool json = true;
+  // Hidden: the child process that measures one configuration one way.
+  std::string worker;       // "ebb", "ort_arena", "ort_noarena"
+  std::string worker_mode;  // "burst", "page"
+  std::string pages_dir;
+};
+int BenchOcr(const OcrBenchOptions& options);
+
 // `ebb bench modelmesh`: the sizes reported to ModelMesh against measured RSS (bench_modelmesh.cc).
 struct ModelMeshBenchOptions {
   CommonOptions common;

@@ -7,6 +7,7 @@
 #include "common.h"
 #include "ebb/image.h"
 #include "ebb/model_pool.h"
+#include "ebb/ocr.h"
 #include "core/service.h"
 #include "http/http_server.h"
 
@@ -56,6 +57,15 @@ struct ServeOptions {
   std::string model_dir;
 };
 int Serve(const ServeOptions& options);
+
+struct OcrCliOptions {
+  CommonOptions common;
+  std::vector<std::string> images;
+  std::string pipeline = "ocr";  // a pipeline folder, or its name under --models
+  bool json = false;
+  OcrOptions options;
+};
+int RunOcr(const OcrCliOptions& options);
 
 
 }  // namespace ebb::cli

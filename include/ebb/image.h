@@ -47,6 +47,10 @@ struct Image {
 // allocated.
 Result<Image> ReadImage(const std::string& path);
 
+// Decodes an encoded PNG or JPEG file held in memory, as ReadImage does;
+// `name` stands for the file in error messages (a request's input element).
+Result<Image> DecodeImage(const std::vector<uint8_t>& bytes, const std::string& name);
+
 // Writes `image` as an 8-bit PNG (gray, RGB or RGBA), replacing the file.
 // Errors: kInvalidArgument for an invalid image; kInternal, naming the file,
 // when it cannot be written.

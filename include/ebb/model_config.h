@@ -7,6 +7,11 @@
 //    "tile": {"size": 128, "overlap": 8, "tiles_per_run": 1}, "scale": 2,
 //    "keep_alive_ms": 300000, "pinned": false, "versions": [1, 3]}
 //
+// An OCR pipeline folder (kind "ocr", ebb/ocr.h) names its parts instead of
+// holding a model.onnx: {"kind": "ocr", "detector": "../ppocr_det",
+// "classifier": "../ppocr_cls", "recognizer": "../ppocr_rec", "dictionary":
+// "keys.txt"}.
+//
 // Every field is optional; unknown keys are errors. `ebb run` and `ebb serve`
 // read it once, at the edge, into this struct. Integers are range-checked as
 // they are read (tile size and overlap <= kMaxTileSide, tiles_per_run and scale
@@ -51,6 +56,13 @@ inline constexpr size_t kMaxLabels = 1 << 18;
 enum class ModelKind {
   kTensor,        // tensors in, tensors out (one run per request)
   kImageToImage,  // [N,C,H,W] in and out; frames run as one operation, tiled when `tile` is set
+  kOcr,           // an OCR pipeline folder (ebb/ocr.h): encoded images in, lines of text out
+};
+
+// Kind "ocr": the pipeline's parts, paths relative to its folder (model
+// folders holding model.onnx; the dictionary a text file).
+struct OcrParts {
+  std::string detector, classifier, recognizer, dictionary;
 };
 
 struct ModelConfig {
@@ -65,6 +77,7 @@ struct ModelConfig {
   // highest ("versions": [1, 3] lists them; "versions": "all" serves every one).
   std::vector<int64_t> versions;
   bool all_versions = false;
+  OcrParts ocr;  // kind "ocr" only (all four required then)
 };
 
 // Parses config.json text.

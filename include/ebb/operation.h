@@ -15,6 +15,15 @@
 // given back the same way, and the session follows the run boundary's rules
 // (dropped on resource exhaustion, kept otherwise).
 //
+// An operation whose later steps depend on an earlier step's outputs (OCR:
+// the detector's boxes decide how many classifier and recogniser runs follow)
+// grows while it runs: a step added with `may_add_steps` may call AddStep()
+// from its TakeOutputs, and those steps run right after it, before the steps
+// planned already. Such a step never ends the operation itself (what follows
+// it is unknown when it runs); when it turns out to be the last, Execute()
+// gives the memory back after it through Runtime::Trim() (under
+// ReleaseMode::kOperationEnd, the only mode that releases at an end).
+//
 // Thread safety: one Operation is executed by one thread; different
 // operations may run concurrently on the same sessions.
 #pragma once
@@ -60,9 +69,11 @@ class Operation {
   // REQUIRES: `runtime` outlives the operation.
   Operation(Runtime& runtime, OperationOptions options);
 
-  // Appends a step. `outputs` selects model outputs (empty = all).
+  // Appends a step. `outputs` selects model outputs (empty = all). Called
+  // from the TakeOutputs of a step added with `may_add_steps`, it inserts the
+  // step after that one (and after the steps it added before).
   void AddStep(std::shared_ptr<Session> session, MakeInputs make_inputs, TakeOutputs take_outputs,
-               std::vector<std::string> outputs = {});
+               std::vector<std::string> outputs = {}, bool may_add_steps = false);
 
   int step_count() const { return static_cast<int>(steps_.size()); }
 
@@ -79,15 +90,18 @@ class Operation {
     MakeInputs make_inputs;
     TakeOutputs take_outputs;
     std::vector<std::string> outputs;
+    bool may_add_steps = false;
   };
-  // Which steps end the operation for their arenas.
-  std::vector<bool> PlanReleases() const;
+  // Whether step i ends the operation for its arenas, as far as planned now.
+  bool EndsForArenas(size_t i) const;
   Status Abort(Status status);
 
   Runtime& runtime_;
   OperationOptions options_;
   std::vector<Step> steps_;
   int done_ = 0;
+  // While a may_add_steps step takes its outputs: where AddStep inserts; -1 otherwise.
+  std::ptrdiff_t insert_at_ = -1;
 };
 
 // --- Operations over images (tensors [N,C,H,W]) -----------------------------

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <set>
 
+#include "ebb/ocr.h"
+
 namespace ebb::server {
 namespace fs = std::filesystem;
 
@@ -62,6 +64,12 @@ struct ModelRepository::Layout {
       return true;
     };
     layout.flat_model = model_file(folder / "model.onnx", "model.onnx");
+    // An OCR pipeline folder (ebb/ocr.h) holds no model.onnx: its detector's stands for it in the pool.
+    if (!layout.flat_model && IsOcrFolder(folder.string())) {
+      if (Result<OcrModelFiles> files = ReadOcrFolder(folder.string()); files.ok()) {
+        layout.flat_model = model_file(files->detector, "the detector's model.onnx");
+      }
+    }
     for (const auto& entry : fs::directory_iterator(folder, ec)) {
       const std::string name = entry.path().filename().string();
       const std::optional<int64_t> number = VersionNumber(name);
@@ -118,6 +126,7 @@ std::string ModelRepository::PoolName(const ModelFolder& model, const std::strin
 std::string ModelRepository::ModelPath(const ModelFolder& model, const std::string& version) const {
   if (!model.file.empty()) return model.file;
   const fs::path folder = fs::path(options_.root) / model.name;
+  if (model.config.kind == ModelKind::kOcr) return (folder / model.config.ocr.detector / "model.onnx").lexically_normal().string();
   return ((model.versioned ? folder / version : folder) / "model.onnx").string();
 }
 

@@ -62,7 +62,8 @@ InferenceService::InferenceService(Runtime& runtime, ServiceOptions options)
     : runtime_(runtime),
       options_(options),
       admission_(options.workers, options.queue),
-      request_bytes_(options.max_request_bytes_in_flight) {}
+      request_bytes_(options.max_request_bytes_in_flight),
+      ocr_(std::make_unique<OcrModels>(runtime)) {}
 
 InferenceService::~InferenceService() {
   runtime_.SetIdleReleaseListener({});  // waits for a call in progress
@@ -431,6 +432,14 @@ Result<std::vector<NamedTensor>> InferenceService::Execute(const std::string& na
                                                            const std::shared_ptr<Session>& session,
                                                            const InferRequest& request) {
   if (config.kind == ModelKind::kImageToImage) return ExecuteImageOperation(name, version, config, session, request);
+  if (config.kind == ModelKind::kOcr) {
+    RunObserver observer = ReleaseCounter(name, version);
+    OperationOptions options;
+    options.observer = &observer;
+    options.ends_operation = EndsOperation(request);
+    options.release = ReleaseFor(request);
+    return ocr_->Execute(name, repository_->root() + "/" + name, session, request, options);
+  }
   RunObserver observer = ReleaseCounter(name, version);
   RunFlags flags;
   flags.outputs = request.outputs;

@@ -29,7 +29,9 @@
 //     index) never loads it or evicts another;
 //   * how a model runs: a `tensor` model is one Session::Run; an
 //     `image_to_image` model runs the whole batch — every frame, every tile —
-//     as ONE operation and releases memory once, at its end;
+//     as ONE operation and releases memory once, at its end; an `ocr` model
+//     (ocr_model.h) runs every image of the request through its pipeline as
+//     ONE operation too;
 //   * operations that span requests (sequences.h): the requests of an open
 //     sequence (Triton's sequence_id, sequence_start, sequence_end) do not
 //     release, the one with sequence_end does, a sequence idle past its
@@ -64,6 +66,7 @@
 #include "ebb/runtime.h"
 #include "inference.h"
 #include "metrics.h"
+#include "ocr_model.h"
 #include "repository.h"
 #include "sequences.h"
 
@@ -220,6 +223,7 @@ class InferenceService {
   ByteBudget request_bytes_;
   MetricsRegistry metrics_;                       // before repository_: its pool reports into it
   std::unique_ptr<ModelRepository> repository_;
+  std::unique_ptr<OcrModels> ocr_;                // models of kind "ocr" (ocr_model.h)
   std::atomic<bool> shutting_down_{false};
   std::vector<std::string> required_;  // set before serving, read-only after
 

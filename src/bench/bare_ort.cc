@@ -1,7 +1,10 @@
 #include "bare_ort.h"
 
+#include <cstring>
+
 #include "ort_api.h"
 #include "port.h"
+#include "session_factory.h"
 
 namespace ebb::detail {
 
@@ -26,12 +29,14 @@ void BareOrtModel::CreateEnvironment() { (void)PlainEnv(); }
 BareOrtModel::BareOrtModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 BareOrtModel::~BareOrtModel() = default;
 
-Result<std::unique_ptr<BareOrtModel>> BareOrtModel::Load(const std::string& path, GraphOptimization level) {
+Result<std::unique_ptr<BareOrtModel>> BareOrtModel::Load(const std::string& path, GraphOptimization level,
+                                                         bool cpu_arena) {
   auto impl = std::make_unique<Impl>();
   std::vector<TensorInfo> inputs;
   try {
     Ort::SessionOptions options;
     options.SetGraphOptimizationLevel(ToOrtLevel(level));
+    if (!cpu_arena) options.DisableCpuMemArena();
     impl->session = std::make_unique<Ort::Session>(PlainEnv(), port::OrtPath(path).c_str(), options);
     Ort::AllocatorWithDefaultOptions allocator;
     for (size_t i = 0; i < impl->session->GetInputCount(); ++i) {
@@ -53,6 +58,15 @@ Result<std::unique_ptr<BareOrtModel>> BareOrtModel::Load(const std::string& path
 }
 
 Status BareOrtModel::Run(const std::vector<NamedTensor>& inputs) {
+  Result<std::vector<NamedTensor>> out = RunImpl(inputs, /*copy=*/false);
+  return out.ok() ? Status::Ok() : out.status();
+}
+
+Result<std::vector<NamedTensor>> BareOrtModel::RunCopy(const std::vector<NamedTensor>& inputs) {
+  return RunImpl(inputs, /*copy=*/true);
+}
+
+Result<std::vector<NamedTensor>> BareOrtModel::RunImpl(const std::vector<NamedTensor>& inputs, bool copy) {
   static const Ort::MemoryInfo host = Ort::MemoryInfo::CreateCpu(OrtDeviceAllocator, OrtMemTypeDefault);
   std::vector<const char*> in_names, out_names;
   std::vector<Ort::Value> values;
@@ -63,13 +77,22 @@ Status BareOrtModel::Run(const std::vector<NamedTensor>& inputs) {
                                               ToOnnxType(t.tensor.type())));
   }
   for (const std::string& n : impl_->output_names) out_names.push_back(n.c_str());
+  std::vector<NamedTensor> copied;
   try {
     auto outputs = impl_->session->Run(Ort::RunOptions{}, in_names.data(), values.data(), values.size(),
                                        out_names.data(), out_names.size());
+    for (size_t i = 0; copy && i < outputs.size(); ++i) {
+      auto info = outputs[i].GetTensorTypeAndShapeInfo();
+      std::optional<DataType> type = FromOnnxType(info.GetElementType());
+      if (!type || *type == DataType::kBytes) return InvalidArgument("plain ORT: output of an unsupported type");
+      Tensor t(*type, info.GetShape());
+      std::memcpy(t.data(), outputs[i].GetTensorRawData(), t.byte_size());
+      copied.push_back({impl_->output_names[i], std::move(t)});
+    }
   } catch (const Ort::Exception& e) {
     return StatusFromOrt(e, "plain ORT: run", "CPU memory");
   }
-  return Status::Ok();
+  return copied;
 }
 
 }  // namespace ebb::detail

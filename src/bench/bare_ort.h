@@ -1,4 +1,4 @@
-// Internal, for `ebb bench footprint` only: a model run by plain ONNX Runtime
+// Internal, for `ebb bench footprint` and `ebb bench ocr` only: a model run by plain ONNX Runtime
 // as an application without ebb runs it — ORT's default environment and
 // session options (per-session thread pool, per-session arena, memory
 // pattern), except the graph optimization level; ORT reads the file itself.
@@ -22,8 +22,10 @@ class BareOrtModel {
  public:
   // Creates the process's plain ORT environment (Load does it otherwise).
   static void CreateEnvironment();
-  // Errors: ORT's load errors, as Status.
-  static Result<std::unique_ptr<BareOrtModel>> Load(const std::string& path, GraphOptimization level);
+  // Errors: ORT's load errors, as Status. `cpu_arena` false: ORT's
+  // DisableCpuMemArena (RapidOCR's enable_cpu_mem_arena: false).
+  static Result<std::unique_ptr<BareOrtModel>> Load(const std::string& path, GraphOptimization level,
+                                                    bool cpu_arena = true);
   ~BareOrtModel();
   BareOrtModel(const BareOrtModel&) = delete;
   BareOrtModel& operator=(const BareOrtModel&) = delete;
@@ -32,10 +34,13 @@ class BareOrtModel {
   // One plain Run with ORT-allocated outputs (freed before returning); no
   // arena shrink, no heap trim.
   Status Run(const std::vector<NamedTensor>& inputs);
+  // The same run, its outputs copied out (ORT's freed before returning).
+  Result<std::vector<NamedTensor>> RunCopy(const std::vector<NamedTensor>& inputs);
 
  private:
   struct Impl;
   explicit BareOrtModel(std::unique_ptr<Impl> impl);
+  Result<std::vector<NamedTensor>> RunImpl(const std::vector<NamedTensor>& inputs, bool copy);
   std::unique_ptr<Impl> impl_;
   std::vector<TensorInfo> inputs_;
 };

@@ -453,10 +453,14 @@ Image ItemToImage(const Tensor& tensor, int64_t item) {
 Result<Image> ReadImage(const std::string& path) {
   Result<std::vector<uint8_t>> bytes = ReadFileBytes(path);
   if (!bytes.ok()) return bytes.status();
-  if (IsPng(*bytes)) return DecodePng(path, *bytes);
-  if (IsJpeg(*bytes)) return DecodeJpeg(path, *bytes);
-  if (bytes->empty()) return InvalidArgument("image file " + path + " is empty");
-  return InvalidArgument("image file " + path + " is neither PNG nor JPEG (unrecognised magic bytes)");
+  return DecodeImage(*bytes, path);
+}
+
+Result<Image> DecodeImage(const std::vector<uint8_t>& bytes, const std::string& name) {
+  if (IsPng(bytes)) return DecodePng(name, bytes);
+  if (IsJpeg(bytes)) return DecodeJpeg(name, bytes);
+  if (bytes.empty()) return InvalidArgument("image file " + name + " is empty");
+  return InvalidArgument("image file " + name + " is neither PNG nor JPEG (unrecognised magic bytes)");
 }
 
 Status WritePng(const std::string& path, const Image& image) {

@@ -66,9 +66,15 @@ Status ReadField(const std::string& key, const json& value, ModelConfig* c) {
       c->kind = ModelKind::kImageToImage;
     } else if (value == "tensor") {
       c->kind = ModelKind::kTensor;
+    } else if (value == "ocr") {
+      c->kind = ModelKind::kOcr;
     } else {
-      return InvalidArgument("config.kind must be \"tensor\" or \"image_to_image\"");
+      return InvalidArgument("config.kind must be \"tensor\", \"image_to_image\" or \"ocr\"");
     }
+  } else if (key == "detector" || key == "classifier" || key == "recognizer" || key == "dictionary") {
+    if (!value.is_string()) return InvalidArgument("config." + key + " must be a string");
+    (key == "detector" ? c->ocr.detector : key == "classifier" ? c->ocr.classifier
+     : key == "recognizer" ? c->ocr.recognizer : c->ocr.dictionary) = value.get<std::string>();
   } else if (key == "device") {
     if (!value.is_string()) return InvalidArgument("config.device must be a string");
     c->device = value.get<std::string>();
@@ -106,11 +112,27 @@ Result<ModelConfig> ParseModelConfig(std::string_view json_text) {
   bool has_tile = j.contains("tile");
   for (const auto& [key, value] : j.items()) EBB_RETURN_IF_ERROR(ReadField(key, value, &config));
   if (!has_tile) config.tile.reset();  // "scale" alone does not make a model tiled
+  const OcrParts& o = config.ocr;
+  const bool any_part = !o.detector.empty() || !o.classifier.empty() || !o.recognizer.empty() || !o.dictionary.empty();
+  if (config.kind == ModelKind::kOcr && (o.detector.empty() || o.classifier.empty() || o.recognizer.empty() ||
+                                         o.dictionary.empty())) {
+    return InvalidArgument("config of kind \"ocr\" needs detector, classifier, recognizer and dictionary");
+  }
+  if (config.kind != ModelKind::kOcr && any_part) {
+    return InvalidArgument("config.detector, classifier, recognizer and dictionary are for kind \"ocr\" only");
+  }
   return config;
 }
 
 std::string ModelConfigToJson(const ModelConfig& c) {
-  json j = {{"kind", c.kind == ModelKind::kImageToImage ? "image_to_image" : "tensor"}, {"pinned", c.pinned}};
+  const char* kind = c.kind == ModelKind::kImageToImage ? "image_to_image" : c.kind == ModelKind::kOcr ? "ocr" : "tensor";
+  json j = {{"kind", kind}, {"pinned", c.pinned}};
+  if (c.kind == ModelKind::kOcr) {
+    j["detector"] = c.ocr.detector;
+    j["classifier"] = c.ocr.classifier;
+    j["recognizer"] = c.ocr.recognizer;
+    j["dictionary"] = c.ocr.dictionary;
+  }
   if (!c.device.empty()) j["device"] = c.device;
   if (c.tile) {
     j["tile"] = {{"size", c.tile->tile}, {"overlap", c.tile->overlap}, {"tiles_per_run", c.tile->tiles_per_run}};

@@ -1,5 +1,6 @@
 #include "ebb/operation.h"
 
+#include <cstddef>
 #include <cstring>
 
 namespace ebb {
@@ -7,18 +8,21 @@ namespace ebb {
 Operation::Operation(Runtime& runtime, OperationOptions options) : runtime_(runtime), options_(std::move(options)) {}
 
 void Operation::AddStep(std::shared_ptr<Session> session, MakeInputs make_inputs, TakeOutputs take_outputs,
-                        std::vector<std::string> outputs) {
-  steps_.push_back({std::move(session), std::move(make_inputs), std::move(take_outputs), std::move(outputs)});
+                        std::vector<std::string> outputs, bool may_add_steps) {
+  Step step{std::move(session), std::move(make_inputs), std::move(take_outputs), std::move(outputs), may_add_steps};
+  if (insert_at_ >= 0) {
+    steps_.insert(steps_.begin() + insert_at_++, std::move(step));
+  } else {
+    steps_.push_back(std::move(step));
+  }
 }
 
-std::vector<bool> Operation::PlanReleases() const {
-  std::vector<bool> ends(steps_.size(), true);
-  for (size_t i = 0; i < steps_.size(); ++i) {
-    for (size_t j = i + 1; j < steps_.size() && ends[i]; ++j) {
-      if (steps_[i].session->SharesArenaWith(*steps_[j].session)) ends[i] = false;
-    }
+bool Operation::EndsForArenas(size_t i) const {
+  if (steps_[i].may_add_steps) return false;
+  for (size_t j = i + 1; j < steps_.size(); ++j) {
+    if (steps_[i].session->SharesArenaWith(*steps_[j].session)) return false;
   }
-  return ends;
+  return true;
 }
 
 Status Operation::Abort(Status status) {
@@ -28,26 +32,36 @@ Status Operation::Abort(Status status) {
 }
 
 Status Operation::Execute() {
-  const std::vector<bool> ends = PlanReleases();
-  const int total = step_count();
-  for (int i = 0; i < total; ++i) {
+  bool last_released = true;  // whether the last run so far was flagged as ending
+  for (size_t i = 0; i < steps_.size(); ++i) {
     Step& step = steps_[i];
     if (options_.stop.stop_requested()) {
-      return Abort(Cancelled("operation cancelled after " + std::to_string(done_) + " of " + std::to_string(total) +
-                             " runs"));
+      return Abort(Cancelled("operation cancelled after " + std::to_string(done_) + " of " +
+                             std::to_string(step_count()) + " runs"));
     }
     Result<std::vector<NamedTensor>> inputs = step.make_inputs();
     if (!inputs.ok()) return Abort(inputs.status());
     RunFlags flags;
-    flags.ends_operation = ends[i] && options_.ends_operation;
+    flags.ends_operation = EndsForArenas(i) && options_.ends_operation;
+    last_released = flags.ends_operation || !step.may_add_steps;
     flags.release = options_.release;
     flags.outputs = step.outputs;
     flags.observer = options_.observer;
     Result<std::vector<NamedTensor>> outputs = step.session->Run(*inputs, flags);
     if (!outputs.ok()) return Abort(outputs.status());
     ++done_;
-    if (Status st = step.take_outputs(std::move(outputs).value()); !st.ok()) return Abort(st);
-    if (options_.on_progress) options_.on_progress({done_, total});
+    // The step's own callback may insert steps (and so move steps_): it is called from here.
+    const TakeOutputs take = std::move(step.take_outputs);
+    insert_at_ = step.may_add_steps ? static_cast<std::ptrdiff_t>(i) + 1 : -1;
+    Status st = take(std::move(outputs).value());
+    insert_at_ = -1;
+    if (!st.ok()) return Abort(st);
+    if (options_.on_progress) options_.on_progress({done_, step_count()});
+  }
+  // A step that could have added more turned out to be the last: release now.
+  if (!last_released && options_.ends_operation &&
+      options_.release.value_or(runtime_.policy().release) == ReleaseMode::kOperationEnd) {
+    (void)runtime_.Trim();
   }
   return Status::Ok();
 }
