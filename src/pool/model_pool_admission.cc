@@ -178,7 +178,7 @@ MemoryHold& MemoryHold::operator=(MemoryHold&& other) noexcept {
   if (this != &other) {
     if (pool_) pool_->ReleaseHold(*this);
     pool_ = std::exchange(other.pool_, nullptr);
-    device_ = std::move(other.r_.device);
+    device_ = std::move(other.device_);
     bytes_ = other.bytes_;
   }
   return *this;
