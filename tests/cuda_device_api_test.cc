@@ -10,6 +10,7 @@
 #include "ebb/runtime.h"
 #include "ebb/version.h"
 #include "device_pool.h"
+#include "ort_api.h"
 #include "ort_context.h"
 #include "test_util.h"
 
