@@ -41,10 +41,12 @@ static void test_images_round_trip(void) {
   const int64_t shape[2] = {2, 2};
   ebb_tensor_t* doubles = filled(EBB_FLOAT64, shape, 2, 1);
   CHECK_CODE(ebb_image_write_png(file, doubles), EBB_INVALID_ARGUMENT, "UINT8 tensor [H,W,C]");
-  CHECK_CODE(ebb_image_to_tensor(image, 2, &tensor), EBB_INVALID_ARGUMENT, NULL);
-  CHECK_CODE(ebb_image_read("/nonexistent/x.png", &again), EBB_NOT_FOUND, NULL);
-  CHECK(again == NULL);
-  CHECK_CODE(ebb_image_read(NULL, &again), EBB_INVALID_ARGUMENT, "path is NULL");
+  ebb_tensor_t* refused = NULL;  /* each failing call leaves its out-parameter NULL */
+  CHECK_CODE(ebb_image_to_tensor(image, 2, &refused), EBB_INVALID_ARGUMENT, NULL);
+  CHECK(refused == NULL);
+  CHECK_CODE(ebb_image_read("/nonexistent/x.png", &refused), EBB_NOT_FOUND, NULL);
+  CHECK(refused == NULL);
+  CHECK_CODE(ebb_image_read(NULL, &refused), EBB_INVALID_ARGUMENT, "path is NULL");
   ebb_tensor_destroy(doubles);
   ebb_tensor_destroy(from_tensor);
   ebb_tensor_destroy(again);

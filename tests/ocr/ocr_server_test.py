@@ -171,6 +171,9 @@ def test_page_text_over_http_and_grpc(repository, page):
 def test_switching_with_a_100_mb_model_under_a_budget_for_one(repository, page):
     """OCR and conv_100mb alternate, 4 clients at once, under a budget that holds only one of them:
     every request succeeds (no failure, no false out-of-memory)."""
+    if os.environ.get("EBB_RSS_BOUNDS_HOLD", "1") != "1":
+        pytest.skip("the budget's charges are RSS, which a sanitizer's allocator inflates many times "
+                    "(as modelmesh_test's budget tests skip there)")
     png, lines = page
     budget = 300 * MiB  # conv_100mb is charged about 200 MiB loaded, the OCR pipeline about 120 MiB
     s = ServeProcess(EBB, "--repository", repository, "--memory-budget", str(budget), "--no-load",
