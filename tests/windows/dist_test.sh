@@ -77,9 +77,10 @@ for _ in $(seq 1 600); do
 done
 [ -n "$url" ] || { cat "$work/serve.log"; echo "dist_test: ebb.exe serve printed no URL"; exit 1; }
 grep -q "HTTP only" "$work/serve.log" || { cat "$work/serve.log"; echo "dist_test: no HTTP-only notice"; exit 1; }
-# The start-up hint pastes into cmd.exe: double quotes, no sh single quotes, findstr for grep.
-grep -q 'curl -s .* -H "Content-Type: application/json" -d "{\\"inputs\\":' "$work/serve.log" &&
-  grep -q '| findstr ebb_arena' "$work/serve.log" ||
+# The start-up hint pastes into cmd.exe: double quotes, no sh single quotes, findstr for grep. With
+# --no-load it is the repository index request (no model is loaded to make an inference request from).
+grep -q 'curl -s -d "" http://127.0.0.1:[0-9]*/v2/repository/index' "$work/serve.log" &&
+  grep -q '| findstr ebb_arena' "$work/serve.log" && ! grep -q "curl .*'" "$work/serve.log" ||
   { cat "$work/serve.log"; echo "dist_test: the start-up hint is not cmd.exe's"; exit 1; }
 data=$(seq -s, 1 64)  # tiny: x FP32 [1, 64]
 reply=$(curl -sf -X POST "$url/v2/models/tiny/infer" -H 'Content-Type: application/json' \
