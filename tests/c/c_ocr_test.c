@@ -4,12 +4,6 @@
 
 static ebb_runtime_t* g_rt = NULL;
 
-static const char* fixture(const char* name) {
-  static char path[4096];
-  snprintf(path, sizeof path, "%s/../tests/fixtures/%s", EBB_MODELS_DIR, name);
-  return path;
-}
-
 static void test_ocr_files_and_pixels(void) {
   ebb_ocr_t* ocr = NULL;
   CHECK_OK(ebb_ocr_load(g_rt, EBB_MODELS_DIR "/ocr", NULL, &ocr));

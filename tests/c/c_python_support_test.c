@@ -6,12 +6,6 @@
 
 static ebb_runtime_t* g_rt = NULL;
 
-static const char* fixture(const char* name) {
-  static char path[4096];
-  snprintf(path, sizeof path, "%s/%s", EBB_FIXTURES_DIR, name);
-  return path;
-}
-
 static void test_images_round_trip(void) {
   ebb_tensor_t* image = NULL;
   CHECK_OK(ebb_image_read(fixture("astronaut_96.png"), &image));

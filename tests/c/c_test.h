@@ -91,6 +91,13 @@ static inline const char* model_path(const char* name) {
 }
 
 /* A new tensor of `dtype` and `shape` filled from fill.h with `seed`; NULL when that fails. */
+/* A file of tests/fixtures/ (EBB_FIXTURES_DIR, set for every C test by tests/c/CMakeLists.txt). */
+static inline const char* fixture(const char* name) {
+  static char path[4096];
+  snprintf(path, sizeof path, "%s/%s", EBB_FIXTURES_DIR, name);
+  return path;
+}
+
 static inline ebb_tensor_t* filled(ebb_dtype_t dtype, const int64_t* shape, size_t rank, uint32_t seed) {
   ebb_tensor_t* t = NULL;
   ebb_status_t* st = ebb_tensor_create(dtype, shape, rank, &t);
