@@ -8,6 +8,10 @@
 
 namespace ebb::cli {
 
+// The folder of generated models (the `generated_models` target's conv_10mb, conv_100mb, ...):
+// `given` (--generated), else `generated_models` beside this binary.
+std::string GeneratedModelsDir(const std::string& given);
+
 struct BenchOptions {
   CommonOptions common;
   std::string model;              // as ResolveModel takes it; "" = the benchmark's default
@@ -42,6 +46,7 @@ struct OcrBenchOptions {
   int pages = 40;
   std::string pipeline = "ocr";  // a pipeline folder, or its name under --models
   std::string render_script = "tests/ocr/render_pages.py";
+  std::string generated_dir;  // --generated: default `generated_models` beside the binary (conv_100mb, for switching)
   bool json = true;
   // Hidden: the child process that measures one configuration one way.
   std::string worker;       // "ebb", "ort_arena", "ort_noarena"
@@ -85,7 +90,11 @@ inline BenchOptions WithModel(BenchOptions options, const char* fallback) {
 int BenchOverhead(const BenchOptions& options);
 int BenchFloor(const BenchOptions& options);
 int BenchRelease(const BenchOptions& options);
+// `ebb bench loop`: single runs back to back under operation_end, idle and never (bench_loop.cc).
+int BenchLoop(const BenchOptions& options);
 int BenchHttp(const BenchOptions& options);
+// `ebb bench instructions`: `ebb serve`'s instructions per tiny JSON request beyond the run, under callgrind.
+int BenchInstructions(const BenchOptions& options);
 int BenchGrpc(const BenchOptions& options);
 // `ebb bench stream`: operations sent as many requests, under each release mode (bench_stream.cc).
 int BenchStream(const BenchOptions& options);

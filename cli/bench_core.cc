@@ -65,11 +65,15 @@ int BenchOverhead(const BenchOptions& given) {
       if (!ok) return Fail(Internal("run failed during the benchmark"));
     }
   }
-  // A run that is a whole operation on its own also releases (and the next
-  // one regrows): reported for information, not part of the ratio.
+  // A run that is a whole operation on its own and releases at its end (as an
+  // operation's last run: OperationReleaseMode; under the default, idle, a
+  // single run releases once runs pause), so the next one regrows: reported
+  // for information, not part of the ratio.
+  RunFlags releasing;
+  releasing.release = OperationReleaseMode(runtime->policy(), std::nullopt);
   for (int i = 0; i < std::max(5, n / 6); ++i) {
     double t0 = NowMs();
-    if (!session->Run(inputs).ok()) return Fail(Internal("releasing run failed"));
+    if (!session->Run(inputs, releasing).ok()) return Fail(Internal("releasing run failed"));
     release_ms.push_back(NowMs() - t0);
   }
   const double bare_median = Median(bare_ms), ebb_median = Median(ebb_ms), again_median = Median(bare_again_ms);
@@ -129,14 +133,15 @@ int BenchFloor(const BenchOptions& given) {
   {
     RssPeakSampler sampler;
     // One operation of two runs: the peak is held between them and given
-    // back at the end of the second.
-    RunFlags first;
+    // back at the end of the second (as an operation's runs are, OperationReleaseMode).
+    RunFlags first, last;
     first.ends_operation = false;
+    first.release = last.release = OperationReleaseMode(runtime->policy(), std::nullopt);
     if (auto out = session->Run(inputs, first); !out.ok()) return Fail(out.status());
     reserved_peak = SharedReserved(*runtime);
     device_peak = DeviceReserved(*session);
     gpu_peak = GpuUsed(*session);
-    if (auto out = session->Run(inputs); !out.ok()) return Fail(out.status());
+    if (auto out = session->Run(inputs, last); !out.ok()) return Fail(out.status());
     rss_peak = sampler.peak();
   }
   const int64_t reserved_after_release = SharedReserved(*runtime);
@@ -180,6 +185,11 @@ int BenchFloor(const BenchOptions& given) {
                  "RSS after release / after load");
   }
   return goals.Finish(result);
+}
+
+std::string GeneratedModelsDir(const std::string& given) {
+  if (!given.empty()) return given;
+  return (port::PathFromUtf8(port::ExecutablePath()).parent_path() / "generated_models").string();
 }
 
 }  // namespace ebb::cli

@@ -94,7 +94,11 @@ int EbbWorker(const FootprintOptions& o, GraphOptimization level) {
     const int64_t loaded = ReadRssBytes() - before;
     if (cycle == 0) inputs = SyntheticInputs(session->inputs(), o.side);
     const double r0 = NowMs();
-    if (auto out = session->Run(inputs); !out.ok()) return Fail(out.status());
+    // A released inference: it releases at its end, as an operation's last run does (under the
+    // default, idle, a single run would release once runs pause; OperationReleaseMode).
+    RunFlags released;
+    released.release = OperationReleaseMode(runtime->policy(), std::nullopt);
+    if (auto out = session->Run(inputs, released); !out.ok()) return Fail(out.status());
     const double ran_ms = NowMs() - r0;
     const int64_t inferred = ReadRssBytes() - before;
     if (cycle == 0) {
@@ -245,7 +249,7 @@ int BenchFootprint(const FootprintOptions& options) {
     return options.worker == "ebb" ? EbbWorker(options, *level) : OrtWorker(options, *level);
   }
   FootprintOptions o = options;
-  if (o.generated_dir.empty()) o.generated_dir = (port::PathFromUtf8(port::ExecutablePath()).parent_path() / "generated_models").string();
+  o.generated_dir = GeneratedModelsDir(o.generated_dir);
   const std::string default_level = GraphOptimizationName(MemoryPolicy{}.graph_optimization);
   std::vector<std::pair<std::string, std::string>> models;  // name, path
   for (const std::string& name : SplitList(o.bundled)) {

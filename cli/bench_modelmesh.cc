@@ -13,10 +13,13 @@
 //   peak); one ModelInfer with zeros (dynamic dims: 1 for the first, 64 for the
 //   others); modelSize; HWM2 (the pool resets the high-water mark when the
 //   inference starts, so HWM2 is the inference's peak); unloadModel; RSS2.
-// actual = max(RSS1, HWM2) - RSS0: what the model holds idle, or at its
-// inference peak if higher — what the pool's charge stands for.
-// Goals: predicted >= actual (conservative) and modelSize within 20% of
-// actual, for every model; misses are listed with both numbers.
+// actual = RSS1 - RSS0: what the model holds loaded, the size ModelMesh
+// places it by. Its runs' memory is not part of it: the pool reserves each
+// run's need against the budget when it runs (admission by memory), so HWM2
+// (one inference's peak) is reported beside it, not judged.
+// Goals: predicted >= actual (conservative), and loadModel's sizeInBytes and
+// modelSize both within 20% of actual, for every model; misses are listed
+// with the numbers.
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
@@ -179,17 +182,19 @@ Result<Measured> MeasureOne(const std::string& name, const std::string& root, co
   std::error_code ec;
   fs::remove_all(cache, ec);
 
-  const int64_t actual = std::max(rss1, inferred_ok ? hwm2 : rss1) - rss0;
+  const int64_t actual = rss1 - rss0;
   const auto reported = static_cast<int64_t>(size.sizeinbytes());
+  const auto load_size = static_cast<int64_t>(loaded.sizeinbytes());
   const auto predicted_bytes = static_cast<int64_t>(predicted.sizeinbytes());
   auto ratio = [](int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0; };
+  auto within = [&](int64_t bytes) { return actual > 0 && std::abs(bytes - actual) <= actual / 5; };
   Measured m;
   m.conservative = predicted_bytes >= actual;
-  m.within = std::abs(reported - actual) <= actual / 5;
+  m.within = within(load_size) && within(reported);
   m.row = {{"model", name},
            {"file_bytes", static_cast<int64_t>(fs::file_size(root + "/" + name + "/model.onnx", ec))},
            {"predicted_bytes", predicted_bytes},
-           {"load_size_bytes", static_cast<int64_t>(loaded.sizeinbytes())},
+           {"load_size_bytes", load_size},
            {"model_size_bytes", reported},
            {"rss_before_bytes", rss0},
            {"load_rss_growth_bytes", rss1 - rss0},
@@ -199,8 +204,8 @@ Result<Measured> MeasureOne(const std::string& name, const std::string& root, co
            {"rss_after_unload_growth_bytes", rss2 - rss0},
            {"load_ms", load_ms},
            {"predicted_over_actual", ratio(predicted_bytes, actual)},
+           {"load_size_over_actual", ratio(load_size, actual)},
            {"reported_over_actual", ratio(reported, actual)},
-           {"load_size_over_load_growth", ratio(static_cast<int64_t>(loaded.sizeinbytes()), rss1 - rss0)},
            {"predicted_ge_actual", m.conservative},
            {"reported_within_20pct", m.within}};
   if (!inferred_ok) m.row["inference_error"] = infer_error;
@@ -219,8 +224,7 @@ std::vector<std::string> Split(const std::string& list) {
 }  // namespace
 
 int BenchModelMesh(const ModelMeshBenchOptions& options) {
-  std::string generated = options.generated_dir;
-  if (generated.empty()) generated = (port::PathFromUtf8(port::ExecutablePath()).parent_path() / "generated_models").string();
+  const std::string generated = GeneratedModelsDir(options.generated_dir);
   std::vector<std::pair<std::string, std::string>> models;  // name, root
   std::error_code ec;
   std::vector<std::string> bundled;

@@ -40,7 +40,7 @@
 #include "bench.h"
 #include "bench_goals.h"
 #include "port.h"
-#include "spawn_self.h"
+#include "serve_child.h"
 
 namespace ebb::cli {
 namespace {
@@ -54,70 +54,24 @@ constexpr int kIdleMs = 50;         // the debounce measured (MemoryPolicy::idle
 
 int64_t VmRss(int64_t pid) { return port::ResidentBytesOf(pid); }
 
-// `ebb serve` under one release mode, as a child process on a free loopback port.
-class ServeChild {
- public:
-  static Result<std::unique_ptr<ServeChild>> Start(const std::string& label, const std::string& mode,
-                                                   const std::string& repository, const fs::path& dir,
-                                                   const CommonOptions& common) {
-    MemoryPolicy policy;
-    if (!common.policy_file.empty()) {
-      auto loaded = PolicyFrom(common);
-      if (!loaded.ok()) return loaded.status();
-      policy = *loaded;
-    }
-    policy.release = *ParseReleaseMode(mode);
-    policy.idle_release_ms = kIdleMs;
-    const fs::path policy_file = dir / ("policy_" + label + ".json");
-    std::ofstream(policy_file) << MemoryPolicyToJson(policy);
-    auto spawned = SpawnSelf({"ebb", "serve", "--repository", repository, "--no-load", "--port", "0", "--grpc-port",
-                              "0", "--device", "cpu", "--policy", policy_file.string()});
-    if (!spawned.ok()) return spawned.status();
-    std::unique_ptr<ServeChild> child(new ServeChild(mode, std::move(spawned).value()));
-    std::string line;
-    while (child->process_.ReadStdoutLine(&line)) {
-      if (std::sscanf(line.c_str(), "ebb serve: http://127.0.0.1:%d", &child->port_) == 1) break;
-    }
-    if (child->port_ == 0) return Internal("ebb serve (" + mode + ") did not start");
-    // Drain its stdout so that it never blocks on a full pipe (the only reader from now on).
-    child->drain_ = std::thread([process = &child->process_] {
-      std::string rest;
-      while (process->ReadStdoutLine(&rest)) {
-      }
-    });
-    return child;
+// `ebb serve` under one release mode (`label`: the mode, or the mode with a suffix), with the policy's
+// other fields from --policy, on a free loopback port.
+Result<std::unique_ptr<ServeChild>> StartServer(const std::string& label, const std::string& mode,
+                                                const std::string& repository, const fs::path& dir,
+                                                const CommonOptions& common) {
+  MemoryPolicy policy;
+  if (!common.policy_file.empty()) {
+    auto loaded = PolicyFrom(common);
+    if (!loaded.ok()) return loaded.status();
+    policy = *loaded;
   }
-  ~ServeChild() {
-    process_.Stop();  // its stdout ends: the drain returns
-    if (drain_.joinable()) drain_.join();
-    process_.Wait();
-  }
-
-  const std::string& mode() const { return mode_; }
-  int port() const { return port_; }
-  int64_t pid() const { return process_.id(); }
-
-  // One /metrics sample's value (0 when absent).
-  double Metric(const std::string& sample) const {
-    httplib::Client client("127.0.0.1", port_);
-    auto res = client.Get("/metrics");
-    if (!res || res->status != 200) return -1;
-    std::istringstream lines(res->body);
-    for (std::string line; std::getline(lines, line);) {
-      if (line.rfind(sample + " ", 0) == 0) return std::stod(line.substr(sample.size() + 1));
-    }
-    return 0;
-  }
-  int64_t Arena() const { return static_cast<int64_t>(Metric("ebb_arena_reserved_bytes{arena=\"cpu:shared\"}")); }
-  double Releases(const std::string& model) const { return Metric("ebb_releases_total{model=\"" + model + "\"}"); }
-
- private:
-  ServeChild(std::string mode, port::Child process) : mode_(std::move(mode)), process_(std::move(process)) {}
-  std::string mode_;
-  port::Child process_;
-  int port_ = 0;
-  std::thread drain_;
-};
+  policy.release = *ParseReleaseMode(mode);
+  policy.idle_release_ms = kIdleMs;
+  const fs::path policy_file = dir / ("policy_" + label + ".json");
+  std::ofstream(policy_file) << MemoryPolicyToJson(policy);
+  return ServeChild::Start(mode, {"--repository", repository, "--no-load", "--grpc-port", "0", "--policy",
+                                  policy_file.string()});
+}
 
 std::string TinyBody() {
   std::vector<float> values(64);
@@ -313,7 +267,7 @@ int BenchStream(const BenchOptions& options) {
            {"never_again", "never"},
            {"sequence_operation_end", "operation_end"},
            {"sequence_idle", "idle"}}) {
-    auto child = ServeChild::Start(label, mode, repository, dir, options.common);
+    auto child = StartServer(label, mode, repository, dir, options.common);
     if (!child.ok()) return Fail(child.status());
     servers[label] = std::move(child).value();
   }

@@ -35,7 +35,7 @@ int RunImages(const RunOptions& options);
 struct ServeOptions {
   CommonOptions common;
   // --release: the policy's release mode for the server ("" = the policy
-  // file's when it sets one, else idle; see ServePolicy in serve.cc).
+  // file's when it sets one, else idle; see ServerPolicy in common.h).
   std::string release;
   std::string repository = "models";
   bool confine_links = false;  // refuse repository files linked out of it (server/core/repository.h)

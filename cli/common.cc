@@ -14,6 +14,20 @@ Result<MemoryPolicy> PolicyFrom(const CommonOptions& options) {
   return LoadMemoryPolicy(options.policy_file);
 }
 
+Result<MemoryPolicy> ServerPolicy(const CommonOptions& options, const std::string& release) {
+  MemoryPolicy base;
+  base.release = ReleaseMode::kIdle;  // a server's default; the file's `release` wins over it
+  Result<MemoryPolicy> policy =
+      options.policy_file.empty() ? Result<MemoryPolicy>(base) : LoadMemoryPolicy(options.policy_file, base);
+  if (!policy.ok()) return policy.status();
+  if (!release.empty()) {
+    std::optional<ReleaseMode> mode = ParseReleaseMode(release);
+    if (!mode) return InvalidArgument("--release must be operation_end, every_run, never or idle, got '" + release + "'");
+    policy->release = *mode;
+  }
+  return policy;
+}
+
 std::unique_ptr<Runtime> MakeRuntime(const MemoryPolicy& policy) {
   auto runtime = Runtime::Create(policy);
   if (!runtime.ok()) {
@@ -37,6 +51,11 @@ Result<ModelArg> ResolveModel(const std::string& model, const CommonOptions& opt
   return ebb::ResolveModel(model, options.models_dir, "--models");
 }
 
+std::string OcrPipelineFolder(const std::string& pipeline, const CommonOptions& options) {
+  if (std::filesystem::exists(pipeline)) return pipeline;
+  return (std::filesystem::path(options.models_dir) / pipeline).string();
+}
+
 std::string DeviceFor(const CommonOptions& options, const ModelArg& model) {
   return ebb::DeviceFor(options.device, model);
 }
@@ -47,7 +66,7 @@ std::shared_ptr<Session> LoadOrReport(Runtime& runtime, const ModelArg& model, c
     Fail(request.status());
     return nullptr;
   }
-  auto session = runtime.Load(model.path, {.device = *request});
+  auto session = runtime.Load(model.path, {.device = *request, .graph_optimization = model.config.graph_optimization});
   if (!session.ok()) {
     Fail(session.status());
     return nullptr;

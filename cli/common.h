@@ -28,6 +28,17 @@ std::unique_ptr<Runtime> MakeRuntime(const CommonOptions& options, void (*adjust
 std::unique_ptr<Runtime> MakeRuntime(const MemoryPolicy& policy);
 Result<MemoryPolicy> PolicyFrom(const CommonOptions& options);
 
+// The policy a server runs with: --policy's (or the defaults), its release mode
+// from `release` when not empty (--release: operation_end, every_run, never or
+// idle), else the file's when it sets one, else `idle`, the library's default
+// too, set here so that a change of the library's default does not change the
+// server's (docs/memory-policy.md: a server cannot see its clients' operations;
+// measured, idle serves bursts at `never`'s speed and gives the memory back
+// within the debounce, where `operation_end` costs a request in six or seven). `ebb serve` and the
+// in-process servers of `bench http` and `bench grpc` use it, so that the
+// benchmarks measure what `ebb serve` runs.
+Result<MemoryPolicy> ServerPolicy(const CommonOptions& options, const std::string& release = "");
+
 // A model named on the command line. Every command that takes a model
 // resolves it with ResolveModel (ebb/model_location.h, with --models as the
 // folder of bare names), so each accepts the same three forms as Python's
@@ -39,6 +50,9 @@ inline constexpr const char* kModelHelp =
 // kInvalidArgument (a broken config.json, or something that is neither a file
 // nor a folder).
 Result<ModelArg> ResolveModel(const std::string& model, const CommonOptions& options);
+
+// An OCR pipeline named on the command line (--pipeline): a folder, else the name of one under --models.
+std::string OcrPipelineFolder(const std::string& pipeline, const CommonOptions& options);
 
 // The device to load `model` on: --device unless it is `auto`, else the
 // folder config's device, else `auto`.

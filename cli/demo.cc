@@ -29,7 +29,8 @@ void DescribePolicy(const MemoryPolicy& policy, Runtime& runtime) {
                   "runs grew it to (ORT's own behaviour)\n");
       break;
     case ReleaseMode::kIdle:
-      std::printf("  models stay loaded; their inference memory goes back once no run has ended for %d ms\n",
+      std::printf("  models stay loaded; their inference memory goes back at the end of each operation, and after "
+                  "single runs once no run has ended for %d ms\n",
                   policy.idle_release_ms);
       break;
   }
@@ -101,6 +102,7 @@ int DemoModel(Runtime& runtime, const CommonOptions& options, const std::string&
     RunObserver observer = [&record](const RunRecord& r) { record = r; };
     RunFlags flags;
     flags.ends_operation = i == frames - 1;
+    flags.release = OperationReleaseMode(runtime.policy(), std::nullopt);  // these runs are one operation
     flags.observer = &observer;
     auto out = session->Run(NoiseImage(session->inputs()[0].name, side, side, i + 1), flags);
     if (!out.ok()) return Fail(out.status());

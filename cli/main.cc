@@ -262,6 +262,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   ocr_cmd->add_option("--box-threshold", ocr.options.box_threshold, "a box's least mean probability")
       ->capture_default_str();
+  ocr_cmd->add_option("--dilation", ocr.options.use_dilation,
+                      "dilate the detector's binary map by 2x2 before finding boxes (true/false; false: PaddleOCR's)")
+      ->capture_default_str();
+  ocr_cmd->add_option("--cls-page-majority", ocr.options.cls_page_majority,
+                      "turn lines classed 180 degrees only when they are half of the page's (true/false; false: each line alone)")
+      ->capture_default_str();
   ocr_cmd->add_option("--drop-score", ocr.options.drop_score, "lines less confident than this are dropped")
       ->capture_default_str();
 
@@ -291,7 +297,9 @@ int main(int argc, char** argv) {
   auto* overhead_cmd = add_bench("overhead", "the run boundary against a bare ORT Run on the same session and input");
   auto* floor_cmd = add_bench("floor", "reserved and RSS after load, at the peak, and after release");
   auto* release_cmd = add_bench("release", "a tiled multi-frame operation under every release mode");
+  auto* loop_cmd = add_bench("loop", "single runs back to back under operation_end, idle and never, then a pause");
   auto* http_cmd = add_bench("http", "the server's own cost per request over the run boundary");
+  auto* instructions_cmd = add_bench("instructions", "ebb serve's instructions per tiny JSON request beyond the run (callgrind)");
 #ifndef EBB_NO_GRPC
   auto* grpc_cmd = add_bench("grpc", "the gRPC front end's cost per request, beside HTTP's, in one run");
   auto* stream_cmd = add_bench("stream",
@@ -333,6 +341,9 @@ int main(int argc, char** argv) {
   ocr_bench_cmd->add_option("--pages", ocr_bench.pages, "pages rendered and recognised")->capture_default_str();
   ocr_bench_cmd->add_option("--pipeline", ocr_bench.pipeline, "OCR pipeline folder, or its name under --models")
       ->capture_default_str();
+  ocr_bench_cmd->add_option("--generated", ocr_bench.generated_dir,
+                            "folder of generated models (conv_100mb, the switching part's second model); default: "
+                            "generated_models beside this binary");
   ocr_bench_cmd->add_option("--render-script", ocr_bench.render_script, "the page renderer (Pillow)")
       ->capture_default_str();
   ocr_bench_cmd->add_flag("--json", ocr_bench.json, "print JSON (the only output format)");
@@ -380,7 +391,9 @@ int main(int argc, char** argv) {
   if (*overhead_cmd) return BenchOverhead(bench);
   if (*floor_cmd) return BenchFloor(bench);
   if (*release_cmd) return BenchRelease(bench);
+  if (*loop_cmd) return BenchLoop(bench);
   if (*http_cmd) return BenchHttp(bench);
+  if (*instructions_cmd) return BenchInstructions(bench);
 #ifndef EBB_NO_GRPC
   if (*grpc_cmd) return BenchGrpc(bench);
   if (*modelmesh_cmd) return BenchModelMesh(modelmesh_bench);

@@ -19,8 +19,7 @@ int RunOcr(const OcrCliOptions& options) {
   }
   std::unique_ptr<Runtime> runtime = MakeRuntime(options.common);
   if (!runtime) return 1;
-  std::string folder = options.pipeline;
-  if (!std::filesystem::exists(folder)) folder = (std::filesystem::path(options.common.models_dir) / folder).string();
+  const std::string folder = OcrPipelineFolder(options.pipeline, options.common);
   LoadOptions load;
   if (options.common.device != "auto") {
     Result<DeviceRequest> device = DeviceRequest::Parse(options.common.device);

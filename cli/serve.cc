@@ -95,25 +95,6 @@ Status NamingTheFlag(const Status& st, const std::string& transport, const std::
   return Unavailable(transport + st.message() + " (choose another port with " + flag + ")");
 }
 
-// The policy `ebb serve` runs with: --policy's (or the defaults), its release
-// mode from --release when given, else the file's when it sets one, else
-// `idle` (docs/memory-policy.md: a server cannot see its clients' operations;
-// measured, idle serves bursts at `never`'s speed and gives the memory back
-// within the debounce, where `operation_end` costs a request in six or seven).
-Result<MemoryPolicy> ServePolicy(const ServeOptions& o) {
-  MemoryPolicy base;
-  base.release = ReleaseMode::kIdle;  // a server's default; the file's `release` wins over it
-  Result<MemoryPolicy> policy =
-      o.common.policy_file.empty() ? Result<MemoryPolicy>(base) : LoadMemoryPolicy(o.common.policy_file, base);
-  if (!policy.ok()) return policy.status();
-  if (!o.release.empty()) {
-    std::optional<ReleaseMode> mode = ParseReleaseMode(o.release);
-    if (!mode) return InvalidArgument("--release must be operation_end, every_run, never or idle, got '" + o.release + "'");
-    policy->release = *mode;
-  }
-  return policy;
-}
-
 }  // namespace
 
 int Serve(const ServeOptions& o) {
@@ -133,13 +114,13 @@ int Serve(const ServeOptions& o) {
     return Fail(InvalidArgument("--modelmesh serves ModelMesh's SPI on the gRPC port: it needs --grpc-port (not 0)"));
   }
   const bool single_model = !o.model_name.empty();
-  std::optional<server::ModelFile> single_file;
+  std::optional<ModelFile> single_file;
   if (single_model) {
-    auto file = server::ResolveModelFile(o.model_dir, o.model_dir);
+    auto file = ResolveModelFile(o.model_dir, o.model_dir);
     if (!file.ok()) return Fail(file.status());
     single_file = *file;
   }
-  Result<MemoryPolicy> policy = ServePolicy(o);
+  Result<MemoryPolicy> policy = ServerPolicy(o.common, o.release);  // common.h
   if (!policy.ok()) return Fail(policy.status());
   auto runtime = MakeRuntime(*policy);
   if (!runtime) return 1;
@@ -186,7 +167,7 @@ int Serve(const ServeOptions& o) {
       **service, {.model_id_header = o.modelmesh, .threads = o.grpc_threads, .write_timeout_s = o.http.write_timeout_s});
   std::unique_ptr<server::AsyncService> model_runtime;
   server::GrpcServer grpc_server({o.http.host, std::max(o.grpc_port, 0), o.http.max_body_bytes,
-                                  o.grpc_compressed_requests});
+                                  o.grpc_compressed_requests, std::chrono::seconds(o.http.write_timeout_s)});
   if (o.grpc_port != 0) {
     grpc_server.AddService(inference.get(), server::kGrpcInferenceServiceName);
     if (modelmesh) {

@@ -64,7 +64,8 @@ def main(root):
     edges = {}
     for path in src:
         incs = includes(root, path)
-        direct[path] = [n for angle, n in incs if angle and os.path.basename(n).startswith('onnxruntime_')]
+        # <onnxruntime_...> or "onnxruntime_..." (quotes fall back to the include path): ORT's, never ours.
+        direct[path] = [n for _, n in incs if os.path.basename(n).startswith('onnxruntime_')]
         edges[path] = [t for t in (resolve_src(path, n) for angle, n in incs if not angle) if t]
     reaches = {p for p in src if direct[p]}
     changed = True
@@ -92,9 +93,10 @@ def main(root):
     for top in ('cli', 'server', 'include', 'python', 'java', 'fuzz', 'tools'):
         for path in files_under(root, top):
             for angle, name in includes(root, path):
+                if os.path.basename(name).startswith('onnxruntime_'):
+                    problems.append(f'{path} includes <{name}>: only src/ort/ includes ONNX Runtime')
+                    continue
                 if angle:
-                    if os.path.basename(name).startswith('onnxruntime_'):
-                        problems.append(f'{path} includes <{name}>: only src/ort/ includes ONNX Runtime')
                     continue
                 local = os.path.join(root, os.path.dirname(path), name)
                 if os.path.isfile(local) or os.path.isfile(os.path.join(root, 'include', name)):

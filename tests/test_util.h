@@ -9,9 +9,29 @@
 #include <string>
 #include <vector>
 
+#include "ebb/memory_policy.h"
 #include "ebb/tensor.h"
 
 namespace ebb::testing {
+
+// A new, empty folder of the caller's own under the system's temporary folder: `prefix` and a random
+// suffix, mode 0700 where modes exist. Empty when none could be made. The caller removes it.
+inline std::filesystem::path MakeTempFolder(const std::string& prefix) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path base = fs::temp_directory_path(ec);
+  if (ec) return {};
+  std::random_device random;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const fs::path folder = base / (prefix + std::to_string(random()));
+    if (fs::create_directory(folder, ec)) {  // false, no error: it exists; another name
+      fs::permissions(folder, fs::perms::owner_all, fs::perm_options::replace, ec);
+      return folder;
+    }
+    if (ec) return {};
+  }
+  return {};
+}
 
 // The reason symbolic links cannot be tested here ("" where they can): MinGW's std::filesystem has no
 // create_symlink (the Windows build under Wine), so a test's cases with links are skipped there.
@@ -20,6 +40,15 @@ inline std::string MakeSymlink(const std::filesystem::path& target, const std::f
   std::filesystem::create_symlink(target, link, ec);
   return ec ? "symbolic links cannot be made on this system (" + ec.message() + "): the link cases are skipped"
             : "";
+}
+
+// The default policy with single runs releasing at their end (ReleaseMode::kOperationEnd), for tests
+// whose claim is that a run ending its operation gives its memory back at once. Under the default
+// (kIdle) a single run gives it back once runs pause (idle_release_test, DefaultPolicyTest).
+inline MemoryPolicy OperationEndPolicy() {
+  MemoryPolicy policy;
+  policy.release = ReleaseMode::kOperationEnd;
+  return policy;
 }
 
 inline std::string ModelPath(const std::string& name) { return std::string(EBB_MODELS_DIR) + "/" + name + "/model.onnx"; }
@@ -76,6 +105,14 @@ constexpr int64_t kMiB = 1 << 20;
 constexpr bool kRssBoundsHold = false;
 #else
 constexpr bool kRssBoundsHold = true;
+#endif
+// Whether page-fault counts hold in this build: ThreadSanitizer's shadow memory faults in beside
+// every page the program touches (the macro is ours: __SANITIZE_THREAD__ is undefined in code that
+// includes the prebuilt libraries' headers). AddressSanitizer's shadow is small and stays mapped.
+#ifdef EBB_UNDER_TSAN
+constexpr bool kFaultBoundsHold = false;
+#else
+constexpr bool kFaultBoundsHold = true;
 #endif
 constexpr const char* kNoRssBounds =
     "RSS bounds skipped: a sanitizer's allocator and shadow memory change what RSS measures";

@@ -368,9 +368,12 @@ EBB_EXPORT uint64_t ebb_session_release_count(const ebb_session_t* session);
 EBB_EXPORT int ebb_session_in_flight(const ebb_session_t* session);
 
 /* Runs the model once as ONE whole operation (ebb::Session::Run with
- * ends_operation): when the run ends, the arena memory it grew into is given
- * back while the model stays loaded. To run several times and release once,
- * use an ebb_operation_t or a ready-made operation.
+ * ends_operation): the arena memory it grew into is given back while the model
+ * stays loaded, under the policy's release mode: with the default ("idle") once
+ * no run has ended for idle_release_ms (so runs called back to back keep it,
+ * and a pause gives it back), with "operation_end" when the run ends. To run
+ * several times and release at the last run, use an ebb_operation_t or a
+ * ready-made operation.
  * inputs: `input_count` tensors named by `input_names` (every model input
  * once), read in place. output_names: the outputs to compute (`output_count`
  * of them); NULL / 0 computes all, in model order. *outputs: a new list the
@@ -421,8 +424,8 @@ EBB_EXPORT void ebb_control_set_progress(ebb_control_t* control, ebb_progress_fn
 EBB_EXPORT void ebb_control_cancel(ebb_control_t* control);
 EBB_EXPORT int ebb_control_cancelled(const ebb_control_t* control);
 
-/* An operation the caller drives run by run (what Python's
- * `with runtime.operation()` block is). planned_runs > 0: the planned last run
+/* An operation the caller drives run by run (ebb::ScopedOperation; what
+ * Python's `with runtime.operation()` block is). planned_runs > 0: the planned last run
  * carries the release itself, as a planned C++ ebb::Operation's does (needed
  * where a trim cannot shrink an arena at once: per-session arenas, CUDA);
  * planned_runs == 0: no run releases and ebb_operation_end gives the memory
@@ -444,6 +447,10 @@ EBB_EXPORT ebb_status_t* ebb_operation_run(ebb_operation_t* operation, ebb_sessi
 /* Ends the operation: gives its memory back now unless a run already did (or
  * no run happened). Later calls do nothing and return NULL. */
 EBB_EXPORT ebb_status_t* ebb_operation_end(ebb_operation_t* operation);
+/* Ends the operation early for a failure of the caller's own (an exception
+ * leaving a binding's block): its memory goes back now, and later runs fail
+ * with EBB_FAILED_PRECONDITION. Nothing once it has ended. */
+EBB_EXPORT void ebb_operation_abandon(ebb_operation_t* operation);
 /* Ends the operation if it is still open (errors dropped), then frees it. */
 EBB_EXPORT void ebb_operation_destroy(ebb_operation_t* operation);
 /* Runs finished so far; whether its memory has been given back; whether it ended. */
@@ -704,17 +711,6 @@ EBB_EXPORT ebb_status_t* ebb_image_write_png(const char* path, const ebb_tensor_
 EBB_EXPORT ebb_status_t* ebb_image_to_tensor(const ebb_tensor_t* image, int channels, ebb_tensor_t** out);
 /* FLOAT32 [1,C,H,W] / [C,H,W] in [0,1] -> new UINT8 [H,W,C] image (ebb::TensorToImage). */
 EBB_EXPORT ebb_status_t* ebb_tensor_to_image(const ebb_tensor_t* tensor, ebb_tensor_t** out);
-
-/* --- Benchmark support ---------------------------------------------------------
- * The C++ baseline of `make java-bench`: runs `session` `iterations` times on
- * the inputs by ebb::Session::Run called from C++ (no binding between runs),
- * with ends_operation as given, and writes each run's wall time and the calling
- * thread's CPU time in seconds to wall_seconds[i] and cpu_seconds[i] (arrays of
- * `iterations`; either may be NULL). Outputs are discarded. Same threading as
- * ebb_session_run. Errors: the first failed run's. */
-EBB_EXPORT ebb_status_t* ebb_bench_time_runs(ebb_session_t* session, const char* const* input_names,
-                                             const ebb_tensor_t* const* inputs, size_t input_count, int iterations,
-                                             int ends_operation, double* wall_seconds, double* cpu_seconds);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -30,11 +30,14 @@ enum class ExtendStrategy {
 
 // When the run boundary gives arena memory back.
 enum class ReleaseMode {
-  kOperationEnd,  // at the last run of an operation (default; what ebb is for)
+  kOperationEnd,  // at the last run of an operation; a single Session::Run is a whole one
   kEveryRun,      // after every run (for comparison: pays regrowth on every run)
   kNever,         // never (for comparison: ORT's own behaviour)
-  kIdle,          // once no run has ended for MemoryPolicy::idle_release_ms, off the
-                  // request path (for servers, whose callers' operations it cannot see)
+  kIdle,          // (default) a run that is its own operation (a single Session::Run, a
+                  // server request) releases once no run has ended for
+                  // MemoryPolicy::idle_release_ms, off the calling thread, so a loop of
+                  // single runs does not pay a release and a regrowth per run; an explicit
+                  // operation still releases at its end (OperationReleaseMode)
 };
 
 // The largest MemoryPolicy::idle_release_ms accepted (ten minutes).
@@ -114,10 +117,11 @@ struct CpuPolicy {
 };
 
 struct CudaPolicy {
-  // Shared by default: without it every CUDA session grows its own arena and device memory only
-  // grows with the number of sessions. Where the device API cannot give a shared arena (the CUDA
-  // provider refuses CreateSharedAllocator) the sessions get their own arenas, with a warning.
-  CudaArenaMode arena = CudaArenaMode::kShared;
+  // Each session's own arena by default: the only route a real GPU has run (ORT 1.29 on an H200,
+  // 2026-12-04), where every run through the shared arena failed. `kShared` (one capped arena per
+  // device, for many sessions) is opt-in until a GPU run shows it working (docs/gpu-check.md). Where
+  // the device API cannot give a shared arena the sessions get their own arenas, with a warning.
+  CudaArenaMode arena = CudaArenaMode::kPerSession;
   // For kShared and kEnvAllocator: max_bytes caps the device's one arena or pool (0: no cap).
   // For kPerSession: each session's arena (and gpu_mem_limit).
   ArenaPolicy arena_settings;
@@ -137,16 +141,19 @@ struct MemoryPolicy {
   // (session.use_device_allocator_for_initializers=1), so that a release can
   // bring the arena down to zero instead of stopping at the weights.
   bool weights_outside_arena = true;
-  // When memory goes back (see ReleaseMode). kOperationEnd: an in-process
-  // caller knows where its operation ends (Session::Run's RunFlags).
-  ReleaseMode release = ReleaseMode::kOperationEnd;
+  // When memory goes back (see ReleaseMode). kIdle by measurement
+  // (docs/memory-policy.md, `ebb bench loop`): a caller that runs single runs
+  // in a loop (a service, one page per run) runs at kNever's speed and still
+  // gets its memory back once it pauses; an explicit operation (Operation,
+  // ScopedOperation, RunTiled, ...) releases at its last run either way.
+  ReleaseMode release = ReleaseMode::kIdle;
   // For ReleaseMode::kIdle: the debounce. A timer thread of the Runtime gives
   // the shared CPU arena back (and trims the heap) once this long has passed
   // since the last run ended, with no run in flight; a burst of runs never
   // releases in between. 50 ms by measurement (docs/memory-policy.md): long
-  // enough that requests of a client sending back to back, even at a few per
-  // second from a slow client, are one burst; short enough that the memory is
-  // back before anyone else asks for it. Sessions whose arenas the Runtime
+  // enough that runs made back to back (a loop of single runs, a client's
+  // requests) are one burst; short enough that the memory is back well within
+  // a second of the last run. Sessions whose arenas the Runtime
   // cannot shrink on its own (a per-session CPU arena, CUDA) release at their
   // operation's end instead, as kOperationEnd. From 1 to kMaxIdleReleaseMs.
   int idle_release_ms = 50;
@@ -205,6 +212,13 @@ Result<MemoryPolicy> ParseMemoryPolicy(std::string_view json_text, const MemoryP
 Result<MemoryPolicy> LoadMemoryPolicy(const std::string& path, const MemoryPolicy& base = {});
 // The policy as JSON, every field written (what `ebb policy` prints).
 std::string MemoryPolicyToJson(const MemoryPolicy& policy);
+
+// The mode the runs of an explicit operation (Operation, ScopedOperation, RunTiled, RunPerFrame,
+// RunJoint, RunPipeline; the C API's ebb_operation_t) release under: `chosen`
+// (OperationOptions::release) when given, else the policy's `release`, where kIdle becomes
+// kOperationEnd: an operation knows where it ends, so its last run gives the memory back at once;
+// the idle timer is for runs that are each their own operation.
+ReleaseMode OperationReleaseMode(const MemoryPolicy& policy, std::optional<ReleaseMode> chosen);
 
 const char* ReleaseModeName(ReleaseMode mode);
 std::optional<ReleaseMode> ParseReleaseMode(std::string_view name);

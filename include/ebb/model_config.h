@@ -5,12 +5,13 @@
 //
 //   {"kind": "image_to_image", "device": "auto",
 //    "tile": {"size": 128, "overlap": 8, "tiles_per_run": 1}, "scale": 2,
-//    "keep_alive_ms": 300000, "pinned": false, "versions": [1, 3]}
+//    "keep_alive_ms": 300000, "pinned": false, "versions": [1, 3],
+//    "graph_optimization": "all"}
 //
 // An OCR pipeline folder (kind "ocr", ebb/ocr.h) names its parts instead of
 // holding a model.onnx: {"kind": "ocr", "detector": "../ppocr_det",
 // "classifier": "../ppocr_cls", "recognizer": "../ppocr_rec", "dictionary":
-// "keys.txt"}.
+// "keys.txt"}; its graph_optimization applies to all three parts.
 //
 // Every field is optional; unknown keys are errors. `ebb run` and `ebb serve`
 // read it once, at the edge, into this struct. Integers are range-checked as
@@ -33,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "ebb/memory_policy.h"
 #include "ebb/status.h"
 #include "ebb/tiler.h"
 
@@ -78,6 +80,9 @@ struct ModelConfig {
   std::vector<int64_t> versions;
   bool all_versions = false;
   OcrParts ocr;  // kind "ocr" only (all four required then)
+  // ONNX Runtime's graph optimization level for this model (LoadOptions::graph_optimization);
+  // unset = the policy's.
+  std::optional<GraphOptimization> graph_optimization;
 };
 
 // Parses config.json text.

@@ -11,7 +11,19 @@
 // less (it reused pages an earlier load touched, or ORT maps its external data
 // and reads it at the first run). The file size is that of all its files:
 // model.onnx and its ONNX external-data files (ReadModelFiles), read again
-// after each load.
+// after each load. LOAD is the largest growth measured over the model's loads:
+// a reload reads less when it reuses heap pages that its eviction freed but
+// the heap kept (fragments malloc_trim cannot return), which the pool had
+// already taken off the charges. Only loads with no lease out count (QUIET
+// loads): beside one, the growth is also its runs' (serialised loads keep
+// only other loads out); such a reading is taken until a quiet load
+// replaces it, and raises nothing after. So charge = max(load, file size) (with admission off:
+// max(load + transient, file size), below), plus what the caller says it
+// holds for the model outside this measurement (SetOutsideBytes; 0 unless set). Not in it, measured: what a
+// session's first run leaves behind. Its RSS grows by 0.3-0.7 MB then for the
+// bundled models, but the heap bytes in use (mallinfo2) by 10-30 KB: the rest
+// is free heap pages touched for the first time, which later loads and runs
+// reuse (a third variant of a model reads 0), not a state the model holds.
 //
 // ADMISSION BY MEMORY (PoolOptions::admit_by_memory, on by default). A run is
 // a lease acquired with AcquireOptions::run_elements (its input size; Run()
@@ -38,8 +50,11 @@
 // bound: far beyond the sizes measured, it is loose) exceeds that runs alone.
 // A model with no measurement yet runs ALONE on its device (it waits until the
 // runs in flight there have drained, and holds the others back while it runs)
-// to get one; so do its first two measured runs (kRunsMeasuredAlone), so that
-// a need that follows the inputs' VALUES rather than their size (an output
+// to get one. As nothing predicts its need, idle models are evicted first
+// (least recently used first) until the most it can take fits beside the
+// charges: the shared CPU arena's cap, else the whole budget (every idle model
+// goes). A model's first two measured runs (kRunsMeasuredAlone) run alone too,
+// so that a need that follows the inputs' VALUES rather than their size (an output
 // sized by a value: ConstantOfShape, Expand, Range, Resize with scales,
 // NonMaxSuppression; the test model `zeros`, n -> f32[n]) shows before its runs
 // go side by side. A measured run that needed more than twice what a run of
@@ -52,7 +67,16 @@
 // the process does meanwhile (a server decoding other requests) counts in an
 // RSS measurement, which can only make it larger; the arena's peak is a
 // high-water mark, so it teaches only runs that raise it; a prediction only
-// grows, and it assumes a larger input never needs less.
+// grows, and it assumes a larger input never needs less. Under the idle release
+// (the default) the shared arena keeps its free regions between runs, and a run
+// that reuses them grows RSS by less than it needs: before a model's measured
+// runs at its first two sizes the pool trims the runtime when the arena keeps
+// more than kKeptArenaSlackBytes, so that they read as from an empty arena; a later
+// reading over kept regions is a lower bound, which raises a prediction and
+// never sets one below it. So with admission by memory off, before a model's
+// first measured transient peak (part of its charge). Those kept regions are in
+// no charge or reservation either: a load gives them back (a trim) before it
+// adds its charge over them.
 // Leases without run_elements (Load, a plain Acquire) reserve nothing.
 //
 // OUT OF MEMORY (RunWithRecovery): when a run still fails with
@@ -91,6 +115,12 @@
 //
 // Thread safety: all methods may be called concurrently. A background thread
 // unloads models whose keep-alive ran out.
+//
+// Ownership: a pool made by the constructor borrows its runtime (which must
+// outlive it); one made by Create() shares the ownership of its runtime, so
+// that a binding's handles on the runtime, the pool and its leases may go in
+// any order (a lease needs its pool: the holder of a lease keeps the pool's
+// shared_ptr too).
 #pragma once
 
 #include <chrono>
@@ -171,9 +201,9 @@ struct ModelStatus {
   std::string device;            // where it runs (or would: the request's kind)
   std::string reason;            // why it is not loaded, when known
   int64_t charge_bytes = 0;      // max(load_bytes, file size) (with admission off: + transient_bytes);
-                                 // the file size before a first load
+                                 // the file size before a first load; + SetOutsideBytes's
                                  // (file size: model.onnx and its external-data files)
-  int64_t load_bytes = 0;        // measured at its last load
+  int64_t load_bytes = 0;        // the largest measured over its loads (of this file)
   int64_t transient_bytes = 0;   // largest operation peak seen
   int in_flight = 0;
   bool pinned = false;
@@ -298,6 +328,9 @@ class Lease {
     int64_t arena_predicted = -1;
     int64_t arena_in_use_at_start = -1;  // shared arena (CPU) or own arena (CUDA) at the start, when measuring
     int64_t arena_peak_at_start = -1;
+    // Free regions the shared arena kept at the start (CPU, measuring): a run that reuses them
+    // grows RSS by less than it needs, so its reading is a lower bound.
+    int64_t arena_kept_at_start = 0;
   };
 
   PoolRef pool_;
@@ -335,6 +368,14 @@ class ModelPool {
 
   // REQUIRES: runtime outlives the pool. `on_event` is called outside locks.
   ModelPool(Runtime& runtime, PoolOptions options, EventFn on_event = nullptr);
+  // A pool that keeps `runtime` alive as long as it lives. Its last owner may
+  // let it go on any thread, the pool's own keep-alive thread included (in
+  // on_event): there the pool is destroyed on a thread of its own, once the
+  // keep-alive thread returned from the callback (the pool's destructor joins
+  // that thread; should even a thread not start, the pool is left allocated
+  // rather than aborting). REQUIRES: runtime is not null.
+  static std::shared_ptr<ModelPool> Create(std::shared_ptr<Runtime> runtime, PoolOptions options,
+                                           EventFn on_event = nullptr);
   ~ModelPool();
   ModelPool(const ModelPool&) = delete;
   ModelPool& operator=(const ModelPool&) = delete;
@@ -366,6 +407,15 @@ class ModelPool {
   // meanwhile get what is left, and a run alone waits for holds to go as for runs in flight. Taken
   // at once, whatever is left: the memory is already there. Without admission, an empty hold.
   MemoryHold HoldMemory(const std::string& device, int64_t bytes);
+
+  // Memory the caller holds for a model outside what the pool measures (a
+  // server's per-model state, say), added to its charge from now on, so that
+  // the budget covers it too; it replaces the previous value (0 at first)
+  // and survives evictions and reloads. When the model is loaded, idle
+  // models are evicted (least recently used first) until the charges fit
+  // again, as after a load measured larger. Errors: kNotFound (unknown),
+  // kInvalidArgument (negative).
+  Status SetOutsideBytes(const std::string& name, int64_t bytes);
 
   // Loads a model now (evicting to fit) and keeps it loaded until a request
   // applies its keep-alive; unloads one (even pinned).
@@ -435,6 +485,31 @@ class ModelPool {
   // run's reservation came back (0: none).
   Result<Lease> AcquireImpl(const std::string& name, const AcquireOptions& options, bool on_demand,
                             bool retry = false, uint64_t retry_ticket = 0, const std::string& retry_device = "");
+  // AcquireImpl's steps, on one Acquire in progress. REQUIRES: mu_ held (through `lock` where given;
+  // the steps that wait release it meanwhile and look the entry up again after).
+  struct Acquisition;  // what it asked for, its deadlines, its place in line, its outcome so far
+  // What a step leaves: look again (after a wait or a load), the lease may go, refused (`failure`
+  // set), no room without a wait, or not loaded and not to be loaded (`failure` set).
+  enum class Step { kAgain, kDone, kFailed, kNoRoom, kNotLoaded };
+  // Looks the entry up again after a wait; false (`failure`: removed) when it is gone.
+  bool StillThereLocked(Acquisition& a);
+  // Waits while a load of the model is in progress; false (`failure` set) when it was removed meanwhile.
+  bool WaitWhileLoadingLocked(Acquisition& a, std::unique_lock<std::mutex>& lock);
+  // True (`failure` set) when the model's charge exceeds the whole budget: no eviction or wait can
+  // make room. It is then unloaded unless in use or pinned.
+  bool RefusedEvenAloneLocked(Acquisition& a, Entry& e);
+  // A loaded model: evicts idle ones until the loaded models fit; a run then takes its place in
+  // line and its reservation (kDone), is refused (kFailed), or waited once (kAgain).
+  Step MakeRoomToRunLocked(Acquisition& a, Entry& e, std::unique_lock<std::mutex>& lock);
+  // An unloaded model: evicts idle ones until its charge fits, then loads it (kAgain, or kFailed
+  // with the load's error); kNotLoaded when the caller does not load on demand.
+  Step LoadToRunLocked(Acquisition& a, Entry& e, std::unique_lock<std::mutex>& lock);
+  // No room without evicting a model in flight or pinned: waits for capacity until the deadline
+  // (kAgain), then kFailed with kResourceExhausted.
+  Step WaitForCapacityLocked(Acquisition& a, Entry& e, std::unique_lock<std::mutex>& lock);
+  // Leaves the line, counts a wait, and hands out the lease (or returns `failure`); emits the
+  // events outside the lock.
+  Result<Lease> HandOutLeaseLocked(Acquisition& a, std::unique_lock<std::mutex>& lock);
   // Admission of a run of `e` (READY) for the waiter `ticket`: kAdmitted with
   // `*reserved` taken, kWait, or kRefused with `*refusal`. REQUIRES: mu_ held.
   Admit TryAdmitLocked(Entry& e, int64_t elements, uint64_t ticket, bool retry, Reserved* reserved,
@@ -457,6 +532,16 @@ class ModelPool {
   std::pair<std::optional<int64_t>, std::optional<int64_t>> PredictLocked(const Entry& e, int64_t elements) const;
   // Why a run waits, for the message of one that waited too long. REQUIRES: mu_ held.
   std::string WaitReasonLocked(const Entry& e, int64_t elements, bool retry) const;
+  // Whether the lease is one of its model's first measured runs (of a run lease: its need at its
+  // first two sizes; else, with admission by memory off, its transient peak, part of the charge)
+  // while the shared arena keeps more than kKeptArenaSlackBytes of free regions (under the idle
+  // release, until runs pause): its reading would miss what it reuses, so the runtime is trimmed
+  // first. REQUIRES: mu_ held.
+  bool FirstMeasurementOverKeptArenaLocked(const Entry& e, const Lease& lease) const;
+  // The free regions the shared CPU arena keeps until the idle release gives them back (reserved
+  // less in use; 0 without a shared arena or under another release mode, which keeps them as it
+  // chose: never, or released at their operation's end).
+  int64_t SharedArenaKeptBytes() const;
   void StartMeasuringLocked(Entry& e, Lease& lease);
   void NoteValueDependenceLocked(Entry& e, const RunNeed& basis, const Lease& lease, int64_t seen);
   void FinishMeasuringLocked(Entry& e, const Lease& lease);
@@ -482,6 +567,7 @@ class ModelPool {
   void Emit(const std::vector<PoolEvent>& events) const;
   void Reaper();
 
+  std::shared_ptr<Runtime> owned_runtime_;  // Create()'s: declared first, so it goes last
   Runtime& runtime_;
   const PoolOptions options_;
   const EventFn on_event_;
@@ -489,7 +575,12 @@ class ModelPool {
   std::condition_variable changed_;                  // a load ended or a lease came back
   std::map<std::string, std::unique_ptr<Entry>> entries_;  // guarded by mu_
   int in_flight_ = 0;                                // leases out, all models; guarded by mu_
-  uint64_t generation_ = 0;                          // bumps on every Acquire; guarded by mu_
+  uint64_t leases_handed_ = 0;                       // leases handed out so far, all models; guarded by mu_
+  // Bumps on every Acquire and as a load starts: a run measured across a bump shared the process
+  // with another lease or a load, and its peak is not its own (no run starts being measured while
+  // `loading_`, so a load's end needs no bump). Guarded by mu_.
+  uint64_t generation_ = 0;
+  int loading_ = 0;                                  // loads in progress; guarded by mu_
   std::map<std::string, std::unique_ptr<Line>> lines_;  // per device; guarded by mu_
   uint64_t next_ticket_ = 0;                         // guarded by mu_
   std::mutex load_mu_;                               // one load at a time, so RSS growth is attributable

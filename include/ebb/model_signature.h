@@ -8,7 +8,7 @@
 // Initializers listed among the graph inputs (IR < 4) are left out, as ONNX
 // Runtime leaves them out of a session's inputs; symbolic and unknown
 // dimensions are -1. For the models a session can be built from, the result
-// equals Session::inputs() / outputs() (tests/model_signature_test.cc checks
+// equals Session::inputs() / outputs() (tests/unit/model/model_signature_test.cc checks
 // every bundled model). Large tensors are skipped, not read.
 //
 // ReadModelFiles lists the files a model's graph reads: the model file and

@@ -8,18 +8,22 @@
 //      max_side_len (2000); never upscaled; normalised with ImageNet's mean
 //      and deviation;
 //      DB post-processing: the probability map binarised at
-//      binary_threshold (0.3), each connected region's minimum-area
-//      rectangle, kept when its mean probability is at least box_threshold
-//      (0.6), grown by unclip_ratio (1.5, polygon offsetting by area *
-//      ratio / perimeter), dropped when its shorter side is under
-//      min_box_side; boxes scaled back to the page's pixels;
+//      binary_threshold (0.3) and dilated by a 2x2 kernel (use_dilation),
+//      each connected region's minimum-area rectangle, kept when its mean
+//      probability is at least box_threshold (0.5), grown by unclip_ratio
+//      (1.6, polygon offsetting by area * ratio / perimeter), dropped when
+//      its shorter side is under min_box_side; boxes scaled back to the
+//      page's pixels. These three defaults are RapidOCR's, not PaddleOCR's
+//      (no dilation, 0.6, 1.5): on English they keep the spaces between
+//      words (docs/ocr.md has the error rates both ways);
 //   2. each box cut out and rectified by a perspective transform, turned
 //      upright (90° anticlockwise) when at least 1.5 times taller than wide;
 //   3. the angle classifier on batches of cls_batch (6) crops at [3,48,192]
 //      (normalised to [-1,1], padded right); a crop classed "180" with a
-//      score above cls_threshold (0.9) is turned by 180° — when such crops
-//      are at least half of the page's (cls_page_majority; off: each line
-//      on its own, as PaddleOCR);
+//      score above cls_threshold (0.9) is turned by 180°; with
+//      cls_page_majority (default) the page decides: when such crops are at
+//      least half of the page's, every crop of the page is turned, else
+//      none (off: each line on its own, as PaddleOCR);
 //   4. the recogniser on batches of rec_batch (6) crops sorted by aspect
 //      ratio, at height 48 and the batch's widest ratio (at least 320/48);
 //      CTC greedy decoding with the dictionary (index 0 the blank, the
@@ -63,17 +67,23 @@ struct OcrOptions {
   int limit_side_len = 960;   // the detector's input: longer side at most this for pages under it,
   int max_side_len = 2000;    // 1500 for pages under 1500 px, else at most this (RapidOCR's steps)
   float binary_threshold = 0.3f;
-  float box_threshold = 0.6f;
-  float unclip_ratio = 1.5f;
+  // DB post-processing as RapidOCR's defaults have it; PaddleOCR's are
+  // use_dilation = false, box_threshold = 0.6, unclip_ratio = 1.5, which
+  // cut lines' boxes tight enough that the recogniser drops most spaces
+  // between English words (docs/ocr.md: error rates both ways).
+  bool use_dilation = true;   // dilate the binary map by a 2x2 kernel before finding regions
+  float box_threshold = 0.5f;
+  float unclip_ratio = 1.6f;
   int max_candidates = 1000;  // regions looked at per page
   int min_box_side = 3;       // boxes with a shorter side under this are dropped
   bool use_classifier = true;
   float cls_threshold = 0.9f;
-  // Turn the lines classed 180° only when they are at least half of the
-  // page's (a page is upside down as a whole far more often than one line
-  // is, and the classifier, which sees a long line squeezed into 192 px,
-  // classes about one upright line in 15 as 180° on rendered pages). false:
-  // PaddleOCR's rule, each line on its own.
+  // The page decides: when at least half of its lines are classed 180°
+  // (above cls_threshold), every line is turned, else none (a page is upside
+  // down as a whole far more often than one line is, and the classifier,
+  // which sees a long line squeezed into 192 px, classes about one upright
+  // line in 15 as 180° on rendered pages, and misses some turned ones).
+  // false: PaddleOCR's rule, each line on its own.
   bool cls_page_majority = true;
   int cls_batch = 6;
   int rec_batch = 6;
@@ -96,10 +106,14 @@ struct OcrPage {
 // The files of a pipeline folder (absolute or relative to the working folder).
 struct OcrModelFiles {
   std::string detector, classifier, recognizer, dictionary;
+  // The level the three models are loaded at (config.json's "graph_optimization"),
+  // unless the caller's LoadOptions names one; unset = the policy's.
+  std::optional<GraphOptimization> graph_optimization;
 };
 
-// Reads a pipeline folder's config.json. Errors: kNotFound (no config.json),
-// kInvalidArgument (not JSON, kind not "ocr", a field missing or not a string).
+// Reads a pipeline folder's config.json (ebb/model_config.h's rules). Errors:
+// kNotFound (no config.json), kInvalidArgument (not JSON, kind not "ocr", a
+// part missing or not a string, an unknown key).
 Result<OcrModelFiles> ReadOcrFolder(const std::string& folder);
 
 // Whether `folder` holds a config.json whose kind is "ocr".

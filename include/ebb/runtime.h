@@ -47,6 +47,11 @@ struct LoadOptions {
   std::optional<bool> strict_device;
   // Name for logs, errors and metrics; the file's parent folder or stem when empty.
   std::string name;
+  // ONNX Runtime's graph optimization level for this model instead of the
+  // policy's (MemoryPolicy::graph_optimization): a model folder's config.json
+  // sets it for a model that runs faster at another level (the OCR models, at
+  // "all"). A model loaded at two levels is two sessions, cached apart.
+  std::optional<GraphOptimization> graph_optimization;
 };
 
 // Under ReleaseMode::kIdle: while one of these is alive, the Runtime's idle
@@ -127,7 +132,8 @@ class Runtime {
   // The shared CPU arena's cap in bytes; 0 when the policy has no shared arena.
   int64_t shared_arena_cap() const;
 
-  SessionCache& cache();
+  // Sessions in the runtime's cache now: loaded, and not yet dropped as unused.
+  size_t cached_sessions() const;
   // Successful loads so far (cache hits do not count).
   uint64_t load_count() const;
 

@@ -18,10 +18,13 @@
 //     does not shrink under it: the release is left pending and the last run
 //     to leave that arena performs it. (A per-session arena, which has no
 //     trim, carries a pending release on its next run that starts alone.)
-// Under ReleaseMode::kIdle no run releases: each one that ends restarts the
-// Runtime's idle timer, whose own thread gives the shared CPU arena back once
-// no run has ended for the debounce and none is in flight (a session whose
-// arenas only its own runs can shrink releases as under kOperationEnd).
+// Under ReleaseMode::kIdle (the default) no run releases: each one that ends
+// restarts the Runtime's idle timer, whose own thread gives the shared CPU arena
+// back once no run has ended for the debounce and none is in flight (a session
+// whose arenas only its own runs can shrink releases as under kOperationEnd).
+// So a loop of single runs keeps its arena between runs and gives it back when
+// the loop pauses; the runs of an explicit operation carry kOperationEnd
+// (OperationReleaseMode) and its last run releases at once.
 // Outputs are identical with and without a release.
 //
 // Running out of memory: a run that fails for lack of arena memory (a capped
@@ -76,7 +79,8 @@ struct RunRecord {
   uint64_t sequence = 0;         // 1-based, per session
   bool ends_operation = false;   // as the caller said
   bool release_wanted = false;   // the policy wanted a release after this run
-  std::string release_spec;      // exactly what was submitted as the arena shrink list; "" = none
+  std::string release_spec;      // the arenas this run released, as ORT's shrink list names them; "" = none
+                                 // (a shared CUDA arena is shrunk by a call after the run, not through the list)
   bool release_deferred = false; // wanted, but another run was in flight on an arena
   bool trimmed = false;          // this run trimmed the shared arena after its outputs were freed
   bool outputs_preallocated = false;  // outputs were written to caller-owned buffers
@@ -94,6 +98,7 @@ struct LoadRecord {
   bool from_optimized_cache = false;  // mapped from the optimized-model cache
   bool wrote_optimized_cache = false; // this load added the cache entry
   std::string optimized_cache_note;   // why the cache was not used, or an entry was rejected ("" otherwise)
+  GraphOptimization graph_optimization = GraphOptimization::kExtended;  // the level the session was built at
 };
 
 // How long a run that ran out of memory beside other runs waits for them to end, to run again
@@ -114,8 +119,9 @@ struct RunFlags {
   // Called once, on the calling thread, after the run (success or failure).
   const RunObserver* observer = nullptr;
   // The release mode for this run instead of the policy's (unset: the
-  // policy's). The server runs the requests of an explicit sequence as
-  // kOperationEnd under an idle policy, so that its last one releases at once.
+  // policy's). Operations pass OperationReleaseMode's (kOperationEnd under an
+  // idle policy, so that their last run releases at once), as the server does
+  // for the requests of an explicit sequence.
   std::optional<ReleaseMode> release;
 };
 

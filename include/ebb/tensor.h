@@ -84,9 +84,8 @@ namespace detail {
 // of a fresh mmap (plain ORT writes into its warm arena). The server decodes a request's large
 // inputs into them too, for the same reason (its requests between two releases are one operation).
 // Buffers of 128 KiB and more are kept, a few and at most 256 MiB; every release frees them all, and
-// a buffer taken before a release is freed, not kept, when its tensor goes. Work that took buffers and
-// ends without a run, so without a release to come (a request refused after its inputs were decoded),
-// calls Drop. Thread-safe.
+// a buffer taken before a release is freed, not kept, when its tensor goes. The public faces are
+// Tensor::Reusable and ReusableBufferScope (below). Thread-safe.
 struct OutputBuffers {
   // A buffer of `bytes` (a kept one of that size, else a new one); *epoch = the releases seen.
   static std::byte* Take(size_t bytes, uint64_t* epoch);
@@ -112,10 +111,6 @@ struct TensorDeleter {
     }
   }
 };
-
-// A tensor of `type` and `shape` (not kBytes), its storage uninitialised, from OutputBuffers: a
-// run's outputs, and the inputs the server decodes (given back when the request is done).
-Tensor NewReusableTensor(DataType type, Shape shape);
 }  // namespace detail
 
 // BYTES tensors: the buffer holds the elements in row-major order, each as a
@@ -138,6 +133,20 @@ class Tensor {
   // CheckedByteSize refuses, kResourceExhausted when the bytes cannot be
   // allocated (std::bad_alloc).
   static Result<Tensor> Allocate(DataType type, Shape shape);
+
+  // As the constructor, but its storage is a REUSABLE buffer: one that a
+  // tensor of the same byte size gave back since the last release, else a new
+  // one; given back in turn when this tensor goes. Between two releases the
+  // run boundary writes a run's outputs into such buffers, so that the next
+  // run of the operation writes into memory already touched instead of paying
+  // a page fault per 4 KiB of a fresh mapping; a caller whose next run reads
+  // a large tensor it fills (the server decoding a request's inputs) takes one
+  // the same way. Buffers of 128 KiB and more are kept, a few and at most 256
+  // MiB in all; every release frees them, and one taken before a release is
+  // freed, not kept, when its tensor goes. Work that takes them and may end
+  // without a run holds a ReusableBufferScope. REQUIRES: as the constructor;
+  // type != kBytes. Thread-safe.
+  static Tensor Reusable(DataType type, Shape shape);
 
   Tensor(Tensor&&) noexcept = default;
   Tensor& operator=(Tensor&&) noexcept = default;
@@ -193,12 +202,34 @@ class Tensor {
 
  private:
   Tensor(DataType type, Shape shape, size_t byte_size);
-  friend Tensor detail::NewReusableTensor(DataType type, Shape shape);
 
   DataType type_ = DataType::kFloat32;
   Shape shape_;
   size_t size_ = 0;
   std::unique_ptr<std::byte[], detail::TensorDeleter> data_;
+};
+
+// Work that takes reusable buffers (Tensor::Reusable) and may end without
+// reaching a run, so without the release that would free them (a server
+// request refused after its inputs were decoded): when the scope ends, every
+// kept buffer is freed (and those its tensors give back later are not kept),
+// unless Keep() said the work reached its run, whose release frees them, or,
+// when its operation goes on (an open sequence of requests), whose next run
+// reuses them. Forgetting Keep() costs only warm buffers, never memory held.
+// Hold it from before the buffers are taken until after their tensors went.
+// Thread safety: one scope per piece of work; the buffers are the process's.
+class ReusableBufferScope {
+ public:
+  ReusableBufferScope() = default;
+  ~ReusableBufferScope();
+  ReusableBufferScope(const ReusableBufferScope&) = delete;
+  ReusableBufferScope& operator=(const ReusableBufferScope&) = delete;
+
+  // The work reached its run: what it took is left to that run's operation.
+  void Keep() { keep_ = true; }
+
+ private:
+  bool keep_ = false;
 };
 
 // The elements of the BYTES serialisation `serialized` (see Tensor), as views

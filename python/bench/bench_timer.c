@@ -20,25 +20,24 @@ static double cpu_now(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* `iterations` runs of `session`: with ends_operation, ebb_session_run (each run one operation); without,
- * ebb_operation_run inside one unplanned operation of `runtime` (the run boundary without a release),
- * ended after the loop (not timed). wall[i], cpu[i]: seconds of run i. Outputs are discarded. */
+/* `iterations` runs of `session`: with `operation` NULL, ebb_session_run (each run one whole operation,
+ * released as it ends); else ebb_operation_run inside `operation`, the caller's open operation (the
+ * Python Operation whose op.run this is compared with: the same operation, so both sides run in the
+ * same arena state and neither ends an operation, nor trims, between samples). wall[i], cpu[i]:
+ * seconds of run i. Outputs are discarded (after the timing, as the Python side frees its own). */
 __attribute__((visibility("default"))) ebb_status_t* ebb_pybench_time_runs(
-    ebb_runtime_t* runtime, ebb_session_t* session, const char* const* names, const ebb_tensor_t* const* inputs,
-    size_t count, int iterations, int ends_operation, double* wall, double* cpu) {
-  ebb_operation_t* op = NULL;
+    ebb_operation_t* operation, ebb_session_t* session, const char* const* names, const ebb_tensor_t* const* inputs,
+    size_t count, int iterations, double* wall, double* cpu) {
   ebb_status_t* st = NULL;
-  if (!ends_operation && (st = ebb_operation_create(runtime, 0, NULL, &op))) return st;
   for (int i = 0; i < iterations && !st; ++i) {
     ebb_tensors_t* out = NULL;
     const double w = wall_now(), c = cpu_now();
-    st = ends_operation ? ebb_session_run(session, names, inputs, count, NULL, 0, &out)
-                        : ebb_operation_run(op, session, names, inputs, count, NULL, 0, &out);
+    st = operation ? ebb_operation_run(operation, session, names, inputs, count, NULL, 0, &out)
+                   : ebb_session_run(session, names, inputs, count, NULL, 0, &out);
     wall[i] = wall_now() - w;
     cpu[i] = cpu_now() - c;
     ebb_tensors_destroy(out);
   }
-  ebb_operation_destroy(op);
   return st;
 }
 

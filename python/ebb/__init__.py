@@ -2,9 +2,9 @@
 
 A thin binding of ebb's C API (libebb.so.1 / ebb.dll, through ctypes: one package for every
 CPython from 3.10): a Runtime owns one memory policy and a cache of sessions; the arena memory a
-run grows into is released at the end of the caller's operation (one session.run, a
-``with runtime.operation()`` block, or a ready-made operation such as run_tiled), not kept for the
-life of the session.
+run grows into is released at the end of the caller's operation (a ``with runtime.operation()``
+block, or a ready-made operation such as run_tiled) or, for single session.run calls, once they
+pause (50 ms by default, so a loop of runs keeps it), not kept for the life of the session.
 
     import ebb, numpy as np
     rt = ebb.Runtime()

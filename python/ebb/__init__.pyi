@@ -1,5 +1,5 @@
 # Type stubs of the package ebb (ebb._ebb, ebb._pool, ebb._tensors over the C API, plus ebb._errors).
-# Kept in step with the module by python/tests/test_api.py.
+# Kept in step with the module by tests/py/test_api.py.
 import os
 import threading
 from types import TracebackType
@@ -15,6 +15,9 @@ _Inputs = Mapping[str, npt.NDArray[Any]]
 _Outputs = dict[str, npt.NDArray[Any]]
 # float32 NCHW tensors [1,C,H,W], or uint8 HWC images [H,W,C] / [H,W]
 _Frame = npt.NDArray[Any]
+# Runtime.ocr's result per image: {"image": the path as given, or None for an array, "lines": [{"text": str,
+# "confidence": float, "box": [[x, y] * 4] in the image's pixels, clockwise from the top left}], in reading order}
+_OcrPage = dict[str, Any]
 _Progress = Callable[[int, Optional[int]], Optional[bool]]
 _T = TypeVar("_T")
 
@@ -122,6 +125,9 @@ class Runtime:
     def run_pipeline(self, sessions: Sequence[Session], frames: Sequence[_Frame], *,
                      on_progress: Optional[_Progress] = ...,
                      cancel: Optional[threading.Event] = ...) -> list[npt.NDArray[Any]]: ...
+    def ocr(self, images: Sequence[Union[_Path, npt.NDArray[np.uint8]]], *, pipeline: _Path = ...,
+            models: _Path = ..., device: str = ..., on_progress: Optional[_Progress] = ...,
+            cancel: Optional[threading.Event] = ...) -> list[_OcrPage]: ...
 
 class ModelStatus:
     @property

@@ -5,9 +5,9 @@ tiling, budgets) is the library's; this file turns Python values into C API call
 released during each: ctypes.CDLL does), and a status into the ebb.* exception of its code.
 """
 import json
+import os
 import signal
 import threading
-import types
 import weakref
 from ctypes import POINTER, byref, c_char_p, c_int, c_int64, c_size_t, c_void_p
 
@@ -82,12 +82,14 @@ def _signature(h, count_fn, get_fn):
     return infos
 
 
-_RUN_DOC = """Runs the model once, as ONE whole operation: when the run ends, the arena
-memory it grew into is given back (the shared CPU arena is shrunk and freed
-heap pages return to the OS), while the model stays loaded. To run several
-times and release only after the last run, use ``runtime.operation()`` or a
-ready-made operation (``runtime.run_tiled`` ...): releasing after every run
-pays the arena's regrowth on the next run.
+_RUN_DOC = """Runs the model once, as ONE whole operation: the arena memory it grew
+into is given back (the shared CPU arena is shrunk and freed heap pages return
+to the OS) while the model stays loaded, under the policy's release mode: with
+the default ("idle") once no run has ended for idle_release_ms, so runs made
+back to back keep the arena and a pause gives it back; with "operation_end"
+when the run ends (which pays the arena's regrowth on the next run). To run
+several times and release at the last run, use ``runtime.operation()`` or a
+ready-made operation (``runtime.run_tiled`` ...).
 
 inputs: ``{input name: array}``, every model input once. A numpy.ndarray of
   the input's dtype that is C-contiguous and aligned is read in place, without
@@ -367,70 +369,55 @@ cancellation, or any exception leaving the block gives the memory back at
 once, as a cancelled C++ operation does. Each op.run releases the GIL while the
 model runs."""
 
+    # The operation is the library's (ebb::ScopedOperation, through ebb_operation_t): its runs,
+    # release, cancellation and ended states. Here only the `with` block, and `cancel` and
+    # on_progress turned into its control's cancellation (no C callback per run).
     def __init__(self, runtime: "Runtime", total, on_progress, cancel):
         if total is not None and total < 0:
             raise ValueError("total_runs must be None or >= 0")
         _check_cancel(cancel)
         self._runtime, self._total, self._on_progress, self._cancel = runtime, total, on_progress, cancel
-        self._h = None
+        self._h = self._control = None
         self._state = "new"
-        self._stop = False
-        self._aborted = False
-        self._ended = ""
 
     def __enter__(self) -> "Operation":
         if self._state != "new":
             _raise("failed_precondition", "an operation is entered once; start a new one")
-        self._h = _new(lib.ebb_operation_create, self._runtime._h, self._total or 0, None)
+        self._control = lib.ebb_control_create()
+        if not self._control:
+            raise MemoryError("ebb: out of memory")
+        self._h = _new(lib.ebb_operation_create, self._runtime._h, self._total or 0, self._control)
         self._state = "open"
         return self
 
     def __exit__(self, exc_type, exc, traceback) -> bool:
-        was, self._state = self._state, "closed"
-        if was != "open":
-            return False  # aborted: memory already given back
+        self._state = "closed"
         if exc_type is not None:
-            self._abort()
+            lib.ebb_operation_abandon(self._h)  # the memory goes back now (nothing when a run ended it)
             return False
-        status = lib.ebb_operation_end(self._h)  # the deferred release, when no run carried it
-        check(status)
+        check(lib.ebb_operation_end(self._h))  # the deferred release, when no run carried it
         return False
 
     def __del__(self):
         h, self._h = getattr(self, "_h", None), None
-        if h and lib is not None:
-            lib.ebb_operation_destroy(h)
-
-    def _abort(self):
-        self._state = "aborted" if self._state == "open" else self._state
-        self._aborted = True
-        lib.ebb_status_destroy(lib.ebb_runtime_trim(self._runtime._h))
-        lib.ebb_status_destroy(lib.ebb_operation_end(self._h))
+        control, self._control = getattr(self, "_control", None), None
+        if lib is not None:
+            if h:
+                lib.ebb_operation_destroy(h)
+            if control:
+                lib.ebb_control_destroy(control)  # after the operation that borrowed it
 
     def run(self, session: Session, inputs, outputs=None):
         """One run of the operation: like Session.run (same inputs, outputs and errors),
 but the run keeps the arena for the next run, unless it is the planned last one
 (total_runs). The GIL is released while the model runs."""
         if self._state != "open":
-            _raise("failed_precondition", "this operation already ended: " + self._ended if self._state == "aborted"
-                   else "op.run() is only valid inside `with runtime.operation() as op:`")
-        done = self.done
-        if self._total is not None and done >= self._total:
-            _raise("failed_precondition", f"this operation planned {self._total} runs (total_runs) and all of them "
-                   "are done")
-        if self._stop or (self._cancel is not None and self._cancel.is_set()):
-            self._abort()
-            self._ended = f"cancelled: operation cancelled after {done} runs"
-            _raise("cancelled", f"operation cancelled after {done} runs")
-        try:
-            out = session._call(lambda *a: lib.ebb_operation_run(self._h, session._h, *a), inputs, outputs)
-        except Exception as e:
-            if isinstance(e, _errors_Error):
-                self._abort()  # as a failed ebb::Operation does
-                self._ended = f"{e.code}: {e}"
-            raise
+            _raise("failed_precondition", "op.run() is only valid inside `with runtime.operation() as op:`")
+        if self._cancel is not None and self._cancel.is_set():
+            lib.ebb_control_cancel(self._control)  # the run below ends the operation: ebb.Cancelled
+        out = session._call(lambda *a: lib.ebb_operation_run(self._h, session._h, *a), inputs, outputs)
         if self._on_progress is not None and self._on_progress(self.done, self._total) is False:
-            self._stop = True
+            lib.ebb_control_cancel(self._control)  # the next op.run raises ebb.Cancelled
         return out
 
     @property
@@ -446,7 +433,7 @@ but the run keeps the arena for the next run, unless it is the planned last one
     @property
     def released(self) -> bool:
         """Whether the operation's memory has been given back."""
-        return self._aborted or bool(self._h and lib.ebb_operation_released(self._h))
+        return bool(self._h and lib.ebb_operation_released(self._h))
 
 
 from ._errors import Error as _errors_Error, _make  # noqa: E402
@@ -488,7 +475,8 @@ class Runtime:
 The entry point: one memory policy and one cache of loaded sessions, keyed by
 the model's content (SHA-256 of the model file and of every external-data file
 it names), device and options. policy: None (ebb's
-defaults: one capped shared CPU arena, release at the end of each operation),
+defaults: one capped shared CPU arena, release at the end of each operation,
+and for single runs once no run has ended for 50 ms),
 a dict in the JSON form of docs/memory-policy.md, or the path of such a file.
 
 One Runtime per process while the policy uses the shared CPU arena: creating a
@@ -498,6 +486,8 @@ thread."""
     def __init__(self, policy=None):
         self._h = None
         self._sessions = weakref.WeakValueDictionary()  # (name, path, device) -> Session: one object per session
+        self._ocr = {}  # (pipeline folder, device) -> ebb_ocr_t handle: its three sessions stay loaded
+        self._ocr_lock = threading.Lock()
         if policy is None:
             self._h = _new(lib.ebb_runtime_create, None, 0)
         elif isinstance(policy, dict):
@@ -511,7 +501,14 @@ thread."""
     def __del__(self):
         h, self._h = getattr(self, "_h", None), None
         if h and lib is not None:
+            self._drop_ocr()
             lib.ebb_runtime_destroy(h)
+
+    def _drop_ocr(self):
+        with self._ocr_lock:
+            pipelines, self._ocr = list(self._ocr.values()), {}
+        for handle in pipelines:
+            lib.ebb_ocr_destroy(handle)
 
     @property
     def policy(self) -> dict:
@@ -574,7 +571,8 @@ or one Session; returns how many. Sessions still referenced stay usable."""
         return lib.ebb_runtime_unload_path(self._h, raw)
 
     def clear(self) -> None:
-        """Drops every session from the cache."""
+        """Drops every session from the cache, and the OCR pipelines ocr() keeps."""
+        self._drop_ocr()
         lib.ebb_runtime_clear(self._h)
 
     def trim(self) -> None:
@@ -646,6 +644,82 @@ pages return to the OS; per-session arenas release on their next run that starts
                             "operation." + _FRAMES_DOC)
 
 
+    def ocr(self, images, *, pipeline="ocr", models="models", device: str = "auto", on_progress=None,
+            cancel=None) -> list:
+        """Recognises the text of images with the OCR pipeline (PP-OCR's detector, angle classifier and
+recogniser; docs/ocr.md), all images as ONE operation: its memory is given back once, after the last
+run of the last image. The pipeline's three sessions stay loaded (kept by this Runtime, per pipeline
+and device, until clear()), so later calls do not load again.
+
+images: a list of image files (str or os.PathLike: PNG or JPEG), or of uint8 images [H,W,C] (C = 1,
+  3 or 4) / [H,W] as ebb.read_image gives (numpy arrays or buffers), or both.
+pipeline: a pipeline folder (config.json {"kind": "ocr", ...}) or its name under `models` (default
+  "models", relative to the working directory), as `ebb ocr --pipeline` takes it.
+device: "auto", "cpu", "cuda", "cuda:N".
+on_progress, cancel: as for the ready-made operations (run_tiled): called between runs, return False
+  to cancel; a threading.Event; Ctrl-C also stops it between runs.
+
+Returns what `ebb ocr --json` prints, as Python values: one dict per image, in order,
+{"image": the path as given (None for an array), "lines": [{"text": str, "confidence": float in [0,1],
+"box": [[x, y], [x, y], [x, y], [x, y]]}]}, lines in reading order, boxes in the image's pixels
+clockwise from the top left; an image without text has no lines. Raises ebb.NotFound (no such file;
+no pipeline), ebb.InvalidArgument (a file that is not an image, named in the message; an image of
+another size or channel count), ebb.Unavailable (OCR is not built: Windows). The GIL is released."""
+        if _tensors._is_array(images) or not isinstance(images, (list, tuple)):
+            raise TypeError("images must be a list of image paths or uint8 images [H,W,C]; got "
+                            f"{_tensors.type_name(images)}")
+        handle = self._ocr_pipeline(pipeline, models, device)
+        held = Held()
+        try:
+            names, pixels, widths, heights, channels = [], [], [], [], []
+            for index, image in enumerate(images):
+                if isinstance(image, (str, os.PathLike)):
+                    h = _new(lib.ebb_image_read, path_arg(image, f"image {index}"))
+                    held.handles.append(h)
+                    names.append(os.fspath(image))
+                else:
+                    h = _tensors.image_handle(held, image, f"image {index}")
+                    names.append(None)
+                shape = _tensors._shape_of(h)
+                pixels.append(lib.ebb_tensor_data(h))
+                heights.append(shape[0])
+                widths.append(shape[1])
+                channels.append(shape[2] if len(shape) == 3 else 1)
+            n = len(images)
+            control = _Control(on_progress, cancel)
+            out = c_void_p()
+            status = lib.ebb_ocr_images(handle, (c_void_p * n)(*pixels), (c_int * n)(*widths),
+                                        (c_int * n)(*heights), (c_int * n)(*channels), n, control.h, byref(out))
+        finally:
+            held.close()
+        try:
+            control.close(status)
+        except BaseException:
+            if out.value:
+                lib.ebb_free(out.value)  # the results of a call stopped after its last run
+            raise
+        pages = taken_json(out)
+        return [{"image": name, "lines": page["lines"]} for name, page in zip(names, pages)]
+
+    def _ocr_pipeline(self, pipeline, models, device: str) -> int:
+        """The ebb_ocr_t of a pipeline folder (or its name under models) on a device: loaded once, then kept."""
+        folder = os.fspath(pipeline) if isinstance(pipeline, (str, os.PathLike)) else pipeline
+        if not isinstance(folder, str):
+            raise TypeError(f"pipeline must be a str or os.PathLike; got {_tensors.type_name(pipeline)}")
+        if not os.path.exists(folder):
+            folder = os.path.join(os.fspath(models), folder)
+        key = (os.path.realpath(folder), device)
+        with self._ocr_lock:
+            handle = self._ocr.get(key)
+            if handle is None:
+                options = _load_options(device, None, None)
+                try:
+                    handle = _new(lib.ebb_ocr_load, self._h, path_arg(folder, "pipeline"), options)
+                finally:
+                    lib.ebb_load_options_destroy(options)
+                self._ocr[key] = handle
+        return handle
+
 # --- images and model folders ------------------------------------------------------------------
 
 def read_image(path):
@@ -707,19 +781,3 @@ it, a FIFO or a device is refused), of at most 64 KiB."""
     value = c_void_p()
     check(lib.ebb_model_config_json(path_arg(folder, "folder"), byref(value)))
     return taken_json(value)
-
-
-# --- for tests ----------------------------------------------------------------------------------
-
-def _input_views(session: Session, inputs) -> dict:
-    """How Session.run hands each input to the library: {name: (borrowed, data address)}."""
-    held = Held()
-    try:
-        names, handles, n = session._inputs_of(held, inputs)
-        return {names[i].decode(): (bool(lib.ebb_tensor_borrowed(handles[i])), lib.ebb_tensor_data(handles[i]) or 0)
-                for i in range(n)}
-    finally:
-        held.close()
-
-
-_bench = types.SimpleNamespace(input_views=_input_views)  # not public API

@@ -127,13 +127,15 @@ def _failed(message: str) -> Error:
     return _make("failed_precondition", message)
 
 
-def _deadline(input_elements, timeout_s):
+def _deadline(input_elements, timeout_s, wait_for_memory_ms):
+    """(elements, timeout_ms) for the C API: timeout_s None waits the pool's wait_for_memory_ms, passed as an
+    explicit deadline so that 0 means what it says in Python (do not wait), not the C setter's "default"."""
     if input_elements is not None and input_elements < 0:
         raise ValueError("input_elements must be >= 0")
     if timeout_s is not None and not timeout_s >= 0:
         raise ValueError("timeout_s must be >= 0")
     elements = -1 if input_elements is None else int(input_elements)
-    timeout = -1 if timeout_s is None else int(min(timeout_s * 1000, _MAX_WAIT_MS))
+    timeout = wait_for_memory_ms if timeout_s is None else int(min(timeout_s * 1000, _MAX_WAIT_MS))
     return elements, timeout
 
 
@@ -162,6 +164,10 @@ wait_for_capacity_ms: how long acquire() waits for leases to come back when
   nothing idle can be evicted, before raising ebb.ResourceExhausted.
 keep_alive_ms: default idle time before a model is unloaded (-1 never, 0 right
   after each lease).
+wait_for_memory_ms: how long a run admitted by memory waits for its memory when
+  the call gives no timeout_s (default 60000, a minute); 0: it does not wait
+  (ebb.Unavailable at once when its memory is not free now). Unlike the C API's
+  setter, where 0 means "the default".
 on_event(event): called with an ebb.PoolEvent on the thread that caused it
   (including the pool's keep-alive thread), with the GIL held; events() also
   returns the latest ones.
@@ -183,8 +189,11 @@ The pool keeps its Runtime alive, and a Lease its pool."""
         if on_event is not None and not callable(on_event):
             raise TypeError("on_event must be callable")
         if wait_for_memory_ms < 0:
-            raise ValueError("wait_for_memory_ms must be >= 0")
+            raise ValueError("wait_for_memory_ms must be >= 0 (0: do not wait for memory)")
         self._runtime = runtime
+        # Every Python call passes it as its deadline (_deadline): the C setter takes 0 as "the default, a
+        # minute", so 0 (do not wait) exists only in these deadlines.
+        self._wait_for_memory_ms = int(min(wait_for_memory_ms, _MAX_WAIT_MS))
         self._on_event = on_event
         self._events = collections.deque(maxlen=_KEPT_EVENTS)
         self._events_lock = threading.Lock()
@@ -197,7 +206,7 @@ The pool keeps its Runtime alive, and a Lease its pool."""
             lib.ebb_pool_options_set_wait_for_capacity_ms(options, wait_for_capacity_ms)
             lib.ebb_pool_options_set_keep_alive_ms(options, keep_alive_ms)
             lib.ebb_pool_options_set_memory_admission(options, 1 if admit_by_memory else 0,
-                                                      max(1, min(wait_for_memory_ms, _MAX_WAIT_MS)))
+                                                      self._wait_for_memory_ms)
             lib.ebb_pool_options_set_wait_events(options, 1)
             self._event_fn = POOL_EVENT(_deliverer(weakref.ref(self)))
             self._h = _new(lib.ebb_pool_create, runtime._h, options, self._event_fn, None)
@@ -254,7 +263,7 @@ timeout_s: how long to wait for memory (default: the pool's wait_for_memory_ms).
 Raises ebb.NotFound (unknown name), ebb.Unavailable (not loaded and load_on_demand=False; or
 waited past the timeout for memory), ebb.ResourceExhausted (cannot fit the budget; a run that
 could never fit). The GIL is released while it loads or waits."""
-        elements, timeout = _deadline(input_elements, timeout_s)
+        elements, timeout = _deadline(input_elements, timeout_s, self._wait_for_memory_ms)
         keep = byref(c_int64(keep_alive_ms)) if keep_alive_ms is not None else None
         h = _new(lib.ebb_pool_acquire_for_run, self._pool(), text(name), keep, 1 if load_on_demand else 0,
                  elements, timeout)
@@ -268,7 +277,7 @@ admitted by memory first (see ModelPool). If fn raises ebb.ResourceExhausted, th
 and every idle model are evicted, memory is trimmed, and fn runs once more on a fresh load (with
 input_elements: alone, after the runs in flight have drained, and its model's prediction is raised
 to what that run needed); a second failure is raised."""
-        elements, timeout = _deadline(input_elements, timeout_s)
+        elements, timeout = _deadline(input_elements, timeout_s, self._wait_for_memory_ms)
         keep = byref(c_int64(keep_alive_ms)) if keep_alive_ms is not None else None
         result = {}
 

@@ -22,8 +22,8 @@ constexpr std::array<TypeName, 14> kTypeNames = {{
 }};
 
 // config.json's fields, which a load configuration may set.
-constexpr std::array<const char*, 7> kSettable = {"kind", "device", "tile", "scale", "keep_alive_ms", "pinned",
-                                                  "versions"};
+constexpr std::array<const char*, 8> kSettable = {"kind",   "device",   "tile",    "scale", "keep_alive_ms",
+                                                  "pinned", "versions", "graph_optimization"};
 // The "ebb" fields GET reports and a load cannot set.
 constexpr std::array<const char*, 2> kMeasured = {"charge_bytes", "config_source"};
 

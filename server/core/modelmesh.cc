@@ -1,11 +1,34 @@
 #include "modelmesh.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "ebb/memory_stats.h"
 #include "ebb/model_signature.h"
 #include "ebb/version.h"
 
 namespace ebb::server {
+namespace {
+
+// What a load must leave unchanged for the process's RSS growth over it to be its own.
+struct PoolActivity {
+  uint64_t loads = 0;  // loads so far, all models
+  int ready = 0;       // models loaded now (an eviction meanwhile gives memory back)
+  int in_flight = 0;   // runs in flight now, all models
+  bool operator==(const PoolActivity&) const = default;
+};
+
+PoolActivity ActivityOf(const ModelPool& pool) {
+  PoolActivity a;
+  for (const ModelStatus& m : pool.Snapshot()) {
+    a.loads += m.loads;
+    a.ready += m.state == PoolState::kReady ? 1 : 0;
+    a.in_flight += m.in_flight;
+  }
+  return a;
+}
+
+}  // namespace
 
 ModelMeshRuntime::ModelMeshRuntime(InferenceService& core, ModelMeshOptions options)
     : core_(core), options_(std::move(options)) {}
@@ -28,14 +51,33 @@ Result<int64_t> ModelMeshRuntime::LoadModel(const ModelMeshLoad& request, const 
     ++loading_[request.model_id];
   }
   ModelRepository& repository = core_.repository();
+  ModelPool& pool = repository.pool();
+  const PoolActivity activity_before = ActivityOf(pool);
+  const int64_t rss_before = ReadRssBytes();
   Status status = cancelled() ? Cancelled("loadModel of '" + request.model_id + "' was cancelled before it started")
                               : repository.Attach(request.model_id, *file);
   const bool attached = status.ok();
+  // The load makes room for the latest outside memory measured, the best guess before this one.
+  // An attached model's pool name is its id.
+  const int64_t guess = OutsideBytes(std::nullopt);
+  if (status.ok()) status = pool.SetOutsideBytes(request.model_id, guess);
   if (status.ok()) status = core_.Load(request.model_id);
   if (status.ok() && cancelled()) {
     status = Cancelled("loadModel of '" + request.model_id + "' was cancelled; the model is unloaded again");
   }
   Result<ModelInfo> info = status.ok() ? repository.Info(request.model_id) : Result<ModelInfo>(status);
+  if (info.ok()) {
+    // Its own when this was the only load, nothing was evicted, and no run was in flight at either end.
+    PoolActivity expected = activity_before;
+    ++expected.loads;
+    ++expected.ready;
+    const bool own = expected == ActivityOf(pool) && activity_before.in_flight == 0;
+    const int64_t pool_part = info->charge_bytes - guess;
+    const int64_t outside = OutsideBytes(own ? std::optional<int64_t>(ReadRssBytes() - rss_before - pool_part)
+                                             : std::nullopt);
+    Status set = pool.SetOutsideBytes(request.model_id, outside);
+    info = set.ok() ? repository.Info(request.model_id) : Result<ModelInfo>(set);
+  }
   if (!info.ok() && attached) (void)core_.Forget(request.model_id);  // nothing stays behind a failed load
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -44,6 +86,12 @@ Result<int64_t> ModelMeshRuntime::LoadModel(const ModelMeshLoad& request, const 
   loads_done_.notify_all();
   if (!info.ok()) return info.status();
   return info->charge_bytes;
+}
+
+int64_t ModelMeshRuntime::OutsideBytes(std::optional<int64_t> measured) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (measured) last_outside_ = std::clamp<int64_t>(*measured, 0, kMaxOutsideBytes);
+  return last_outside_;
 }
 
 Status ModelMeshRuntime::Forget(const std::string& model_id) {

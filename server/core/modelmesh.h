@@ -27,6 +27,23 @@
 //                     leaves nothing attached. A load whose caller went away
 //                     (`cancelled`) is undone when it ends and answers
 //                     kCancelled.
+//                     The size answered (and ModelSize's) is the pool's
+//                     charge, which includes the load's memory outside the
+//                     pool's measurement (that spans the session's creation
+//                     only): the repository's entry, the model's
+//                     configuration and metric series, the call's own
+//                     buffers. It is handed to the pool (SetOutsideBytes), so
+//                     the models loaded together fit the capacity by the
+//                     sizes ModelMesh is told, not only by the pool's own
+//                     part. Measured on each load as the process's RSS growth
+//                     over the whole LoadModel less the pool's part, when the
+//                     pool ran nothing else meanwhile (no other load, no
+//                     eviction, no run in flight at either end); otherwise
+//                     (and as the estimate the load makes room for) the
+//                     latest such measurement (0 before any). 0.05-0.31 MiB
+//                     measured here: without it the sub-MiB models' sizes
+//                     were 0.80-0.86 of the RSS their load adds, at the 20%
+//                     goal's edge (`ebb bench modelmesh`, docs/server.md).
 //   UnloadModel       waits for a load of the same id still in progress, then
 //                     unloads and forgets the model; OK for an unknown id
 //                     (ModelMesh sends it after a cancelled load, and expects
@@ -38,8 +55,11 @@
 //                     and the external-data files it names (ReadModelFiles;
 //                     one missing, or outside the model's folder, is the
 //                     error a load would give).
-//   ModelSize         the model's measured charge now (load growth + the
-//                     largest operation peak seen). kNotFound when unknown.
+//   ModelSize         the model's charge now, with the load's memory outside
+//                     the pool's measurement (above). The pool's charge is what the
+//                     model holds loaded: its runs' memory is reserved per
+//                     run (admission by memory), not part of it.
+//                     kNotFound when unknown.
 //
 // Model ids are model names: [A-Za-z0-9._-], not starting with '.'
 // (ModelMesh's ids, e.g. "mnist__isvc-6b2eb0b8bf", are of this form); any
@@ -54,6 +74,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "service.h"
@@ -63,14 +84,20 @@ namespace ebb::server {
 // predictModelSize = file bytes x kPredictFactor + kPredictBaseBytes. Measured
 // with `ebb bench modelmesh` on the bundled models and generated 10/100/300 MB
 // conv models (docs/server.md, "KServe and ModelMesh"; actual = RSS growth over
-// the load, or the peak of one inference if higher): weight-dominated models
-// need at most 1.46x their file (conv_10mb; 1.02-1.03 for 100/300 MB), small
-// models 0.7-1.8 MiB whatever their file, ppocr_det 12.4 MiB for a 4.5 MiB
-// file; 1.5x + 16 MiB covers all of them. Not covered: models whose memory is
-// their activations (waifu2x_scale2x: 127 MiB for one 64x64 inference, 1.1 MiB
-// file); modelSize reports those once they ran.
+// loadModel, what the model holds loaded): weight-dominated models need at
+// most 1.11x their file (conv_10mb; 1.01-1.02 for 100/300 MB), the optimized
+// OCR graphs 1.8x (ppocr_det 8.3 MiB for 4.5, ppocr_rec 18.4 MiB for 10.3),
+// small models 0.7-3.8 MiB whatever their file; 1.5x + 16 MiB covers all of
+// them (1.54x to 23x). An inference's memory (waifu2x_scale2x: 35 MiB for one
+// 64x64 run, 2.3 MiB loaded) is not a model's size: runs reserve their own.
 inline constexpr double kPredictFactor = 1.5;
 inline constexpr int64_t kPredictBaseBytes = int64_t{16} << 20;
+
+// The most a load's memory outside the pool's measurement is taken to be
+// (LoadModel): a guard, so that something else that grew the process during a
+// quiet load (a thread started, a scrape) cannot inflate every later size.
+// 10x the largest measured (0.31 MiB).
+inline constexpr int64_t kMaxOutsideBytes = int64_t{3} << 20;
 
 struct ModelMeshOptions {
   std::string model_root;                                 // loadModel paths must resolve under it (--model-root)
@@ -110,12 +137,17 @@ class ModelMeshRuntime {
  private:
   // Unloads and forgets, once no load of `model_id` is in progress.
   Status Forget(const std::string& model_id);
+  // A load's memory outside the pool's measurement: `measured` (clamped to
+  // [0, kMaxOutsideBytes]) when given, which is remembered; else the latest
+  // remembered.
+  int64_t OutsideBytes(std::optional<int64_t> measured);
 
   InferenceService& core_;
   const ModelMeshOptions options_;
   std::mutex mu_;
   std::condition_variable loads_done_;
   std::map<std::string, int> loading_;  // loads in progress per id; guarded by mu_
+  int64_t last_outside_ = 0;                // the latest measured; guarded by mu_
 };
 
 }  // namespace ebb::server

@@ -4,25 +4,40 @@
 
 namespace ebb::server {
 
-Result<std::shared_ptr<OcrPipeline>> OcrModels::PipelineFor(const std::string& folder,
+Result<std::shared_ptr<OcrPipeline>> OcrModels::PipelineFor(const std::string& model, const std::string& folder,
                                                              const std::shared_ptr<Session>& detector) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = cache_.find(folder);
+    auto it = cache_.find(model);
     if (it != cache_.end() && it->second.detector == detector.get()) return it->second.pipeline;
   }
   Result<OcrModelFiles> files = ReadOcrFolder(folder);
   if (!files.ok()) return files.status();
-  Result<std::shared_ptr<Session>> cls = runtime_.Load(files->classifier, {.name = "ocr_classifier"});
+  const LoadOptions cls_options{.name = "ocr_classifier", .graph_optimization = files->graph_optimization};
+  Result<std::shared_ptr<Session>> cls = runtime_.Load(files->classifier, cls_options);
   if (!cls.ok()) return cls.status();
-  Result<std::shared_ptr<Session>> rec = runtime_.Load(files->recognizer, {.name = "ocr_recognizer"});
+  const LoadOptions rec_options{.name = "ocr_recognizer", .graph_optimization = files->graph_optimization};
+  Result<std::shared_ptr<Session>> rec = runtime_.Load(files->recognizer, rec_options);
   if (!rec.ok()) return rec.status();
   Result<std::unique_ptr<OcrPipeline>> made = OcrPipeline::Create(runtime_, detector, *cls, *rec, files->dictionary);
   if (!made.ok()) return made.status();
   std::shared_ptr<OcrPipeline> pipeline = std::move(made).value();
   std::lock_guard<std::mutex> lock(mu_);
-  cache_[folder] = {detector.get(), pipeline};
+  cache_[model] = {detector.get(), pipeline};
   return pipeline;
+}
+
+void OcrModels::Forget(const std::string& model) {
+  std::shared_ptr<OcrPipeline> pipeline;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cache_.find(model);
+    if (it == cache_.end()) return;
+    pipeline = std::move(it->second.pipeline);
+    cache_.erase(it);
+  }
+  const std::vector<std::shared_ptr<Session>> sessions = pipeline->sessions();
+  for (size_t i = 1; i < sessions.size(); ++i) (void)runtime_.Unload(*sessions[i]);  // the detector is the pool's
 }
 
 Result<std::vector<NamedTensor>> OcrModels::Execute(const std::string& model, const std::string& folder,
@@ -47,7 +62,7 @@ Result<std::vector<NamedTensor>> OcrModels::Execute(const std::string& model, co
     if (!image.ok()) return image.status();
     pages.push_back(std::move(image).value());
   }
-  Result<std::shared_ptr<OcrPipeline>> pipeline = PipelineFor(folder, detector);
+  Result<std::shared_ptr<OcrPipeline>> pipeline = PipelineFor(model, folder, detector);
   if (!pipeline.ok()) return pipeline.status();
   Result<std::vector<OcrPage>> result = (*pipeline)->Recognise(pages, options);
   if (!result.ok()) return result.status();

@@ -8,8 +8,8 @@
 //
 // The pool holds the pipeline's detector (the model's entry, charged and
 // admitted as any model); the classifier and the recogniser come from the
-// Runtime's cache, and the pipeline over the three is kept per folder until
-// the pool loads the detector afresh.
+// Runtime's cache, and the pipeline over the three is kept per model until
+// the pool evicts or unloads the detector (Forget), when all three go.
 // Thread safety: Execute may be called concurrently.
 #pragma once
 
@@ -35,8 +35,13 @@ class OcrModels {
                                            const std::shared_ptr<Session>& detector, const InferRequest& request,
                                            const OperationOptions& options);
 
+  // The pool let the model's detector go: its pipeline goes, and the classifier and the recogniser
+  // leave the Runtime's cache (a request still using them keeps them until it ends).
+  void Forget(const std::string& model);
+
  private:
-  Result<std::shared_ptr<OcrPipeline>> PipelineFor(const std::string& folder, const std::shared_ptr<Session>& detector);
+  Result<std::shared_ptr<OcrPipeline>> PipelineFor(const std::string& model, const std::string& folder,
+                                                   const std::shared_ptr<Session>& detector);
 
   Runtime& runtime_;
   std::mutex mu_;
@@ -44,7 +49,7 @@ class OcrModels {
     const Session* detector = nullptr;
     std::shared_ptr<OcrPipeline> pipeline;
   };
-  std::map<std::string, Cached> cache_;  // by folder; guarded by mu_
+  std::map<std::string, Cached> cache_;  // by model; guarded by mu_
 };
 
 }  // namespace ebb::server

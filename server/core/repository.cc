@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <set>
 
+#include "ebb/confined_path.h"
+#include "ebb/model_location.h"
 #include "ebb/ocr.h"
 
 namespace ebb::server {
@@ -17,13 +19,6 @@ bool ValidName(const std::string& name) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
            c == '.';
   });
-}
-
-// A version folder's name: a positive decimal number without leading zeros.
-std::optional<int64_t> VersionNumber(const std::string& name) {
-  if (name.empty() || name.size() > 18 || name[0] == '0') return std::nullopt;
-  if (!std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
-  return std::stoll(name);
 }
 
 std::string Join(const std::vector<std::string>& items) {
@@ -51,37 +46,29 @@ struct ModelRepository::Layout {
   // `root`: the folder model files and version folders must resolve inside ("": links followed).
   static Layout Of(const fs::path& folder, const fs::path& root) {
     Layout layout;
-    std::error_code ec;
-    auto model_file = [&](const fs::path& path, const std::string& shown) {
-      if (!fs::is_regular_file(path, ec)) return false;
-      if (root.empty()) return true;
-      const fs::path real = fs::canonical(path, ec);
-      const fs::path rel = ec ? fs::path() : real.lexically_relative(root);
-      if (rel.empty() || *rel.begin() == "..") {
-        layout.linked_out.push_back(shown);
-        return false;
-      }
-      return true;
+    // A model file that resolves outside the root is listed as linked out, not served.
+    auto served = [&](const ModelFolderFile& file, const std::string& shown) {
+      if (!file.confined.ok()) layout.linked_out.push_back(shown);
+      return file.confined.ok();
     };
-    layout.flat_model = model_file(folder / "model.onnx", "model.onnx");
+    const ModelFolderLayout files = ReadModelFolder(folder.string(), root.string());
+    layout.flat_model = files.model_onnx && served(*files.model_onnx, "model.onnx");
     // An OCR pipeline folder (ebb/ocr.h) holds no model.onnx: its detector's stands for it in the pool.
     if (!layout.flat_model && IsOcrFolder(folder.string())) {
-      if (Result<OcrModelFiles> files = ReadOcrFolder(folder.string()); files.ok()) {
-        layout.flat_model = model_file(files->detector, "the detector's model.onnx");
+      if (Result<OcrModelFiles> ocr = ReadOcrFolder(folder.string()); ocr.ok()) {
+        const std::optional<ModelFolderFile> detector = ModelFileAt(ocr->detector, root.string());
+        layout.flat_model = detector && served(*detector, "the detector's model.onnx");
       }
     }
-    for (const auto& entry : fs::directory_iterator(folder, ec)) {
-      const std::string name = entry.path().filename().string();
-      const std::optional<int64_t> number = VersionNumber(name);
-      if (!number || !entry.is_directory(ec)) continue;
-      const bool inside = root.empty() || fs::canonical(entry.path(), ec).parent_path() == folder;
-      if (inside && model_file(entry.path() / "model.onnx", name + "/model.onnx")) {
-        layout.versions.push_back(*number);
+    for (const ModelFolderLayout::Version& version : files.versions) {
+      const std::string name = std::to_string(version.number);
+      if (served(version.model_onnx, name + "/model.onnx")) {
+        layout.versions.push_back(version.number);
       } else {
         layout.empty_versions.push_back(name);
       }
     }
-    std::sort(layout.versions.begin(), layout.versions.end());
+    layout.empty_versions.insert(layout.empty_versions.end(), files.empty_versions.begin(), files.empty_versions.end());
     std::sort(layout.empty_versions.begin(), layout.empty_versions.end());
     return layout;
   }
@@ -94,7 +81,9 @@ ModelRepository::ModelRepository(Runtime& runtime, Options options)
 Result<std::unique_ptr<ModelRepository>> ModelRepository::Open(Runtime& runtime, Options options) {
   std::error_code ec;
   if (!fs::is_directory(options.root, ec)) return NotFound("model repository '" + options.root + "' is not a folder");
-  options.root = fs::canonical(options.root, ec).string();
+  Result<std::string> root = RealPath(options.root);
+  if (!root.ok()) return NotFound("model repository '" + options.root + "' " + root.status().message());
+  options.root = *root;
   return std::unique_ptr<ModelRepository>(new ModelRepository(runtime, std::move(options)));
 }
 
@@ -109,12 +98,10 @@ Result<std::string> ModelRepository::FolderOf(const std::string& name) const {
   std::error_code ec;
   const fs::path folder = fs::path(options_.root) / name;
   if (!fs::is_directory(folder, ec)) return NotFound("unknown model '" + name + "'");
-  const fs::path real = fs::canonical(folder, ec);
-  if (ec || (options_.confine_links && real.parent_path() != fs::path(options_.root))) {
-    return InvalidArgument("model '" + name + "' resolves outside the repository (--confine-links)");
-  }
-  if (!Layout::Of(real, ConfinedTo()).is_model()) return NotFound("unknown model '" + name + "'");
-  return real.string();
+  Result<std::string> real = options_.confine_links ? ResolveBelow(options_.root, name) : RealPath(folder.string());
+  if (!real.ok()) return InvalidArgument("model '" + name + "' resolves outside the repository (--confine-links)");
+  if (!Layout::Of(*real, ConfinedTo()).is_model()) return NotFound("unknown model '" + name + "'");
+  return real;
 }
 
 std::string ModelRepository::ConfinedTo() const { return options_.confine_links ? options_.root : ""; }
@@ -227,7 +214,8 @@ Result<ModelFolder> ModelRepository::Register(const std::string& name, bool rere
     const ModelConfig& c = model->config;
     const auto device = DeviceRequest::Parse(c.device.empty() ? options_.default_device : c.device);
     for (const std::string& v : model->versions) {
-      pool_->Add({PoolName(*model, v), ModelPath(*model, v), {.device = *device}, c.pinned, c.keep_alive_ms});
+      pool_->Add({PoolName(*model, v), ModelPath(*model, v), {.device = *device, .graph_optimization = c.graph_optimization},
+                  c.pinned, c.keep_alive_ms});
     }
     models_[name] = *model;
   }
@@ -313,7 +301,8 @@ std::vector<FolderProblem> ModelRepository::Problems() {
   for (const auto& entry : entries) {
     if (!entry.is_directory(ec)) continue;
     const std::string name = entry.path().filename().string();
-    if (auto folder = FolderOf(name); !folder.ok()) {
+    Result<std::string> folder = FolderOf(name);
+    if (!folder.ok()) {
       const bool not_a_model = folder.status().code() == StatusCode::kNotFound;
       problems.push_back({name, not_a_model ? "no model.onnx and no version folder (1/model.onnx, ...)"
                                             : folder.status().message()});
@@ -323,7 +312,7 @@ std::vector<FolderProblem> ModelRepository::Problems() {
       problems.push_back({name, model.status().message()});
       continue;
     }
-    for (const std::string& v : Layout::Of(fs::canonical(entry.path(), ec), ConfinedTo()).empty_versions) {
+    for (const std::string& v : Layout::Of(*folder, ConfinedTo()).empty_versions) {
       problems.push_back({name + "/" + v, "version folder without a model.onnx (or outside the model folder)"});
     }
   }
@@ -386,7 +375,8 @@ Status ModelRepository::Attach(const std::string& name, const ModelFile& file, b
   const bool config_file = fs::exists(folder / "config.json", ec);
   ModelFolder model{name, false, {file.version}, *config, false, config_file, *labels, file.path};
   std::lock_guard<std::mutex> lock(mu_);
-  pool_->Add({name, file.path, {.device = *device}, pinned || config->pinned, config->keep_alive_ms});
+  pool_->Add({name, file.path, {.device = *device, .graph_optimization = config->graph_optimization},
+              pinned || config->pinned, config->keep_alive_ms});
   bad_configs_.erase(name);
   models_[name] = std::move(model);
   return Status::Ok();
@@ -439,9 +429,8 @@ Result<ModelHandle> ModelRepository::Acquire(const std::string& name, const std:
   return ModelHandle{name, *resolved, model->config, std::move(lease).value()};
 }
 
-Status ModelRepository::RunWithRecovery(
-    const std::string& name, const std::string& version, AcquireOptions options,
-    const std::function<Status(const ModelConfig&, const std::shared_ptr<Session>&)>& body) {
+Status ModelRepository::RunWithRecovery(const std::string& name, const std::string& version, AcquireOptions options,
+                                        const RunBody& body) {
   auto model = Register(name, /*reread=*/false);
   if (!model.ok()) return model.status();
   auto resolved = ResolveVersion(name, version);

@@ -30,7 +30,7 @@
 // load's error.
 //
 // Attached models: a model file anywhere under a root the caller confined it
-// to (server/core/model_path.h) can be served under a name of the same form
+// to (ResolveModelFile, ebb/model_location.h) can be served under a name of the same form
 // (Attach): ModelMesh's loadModel and KServe's --model-dir. An attached model
 // is flat (one version: its version folder's number, else "1"), reads the
 // config.json and labels.txt beside its file when there are any, and takes
@@ -61,7 +61,7 @@
 #include "ebb/model_pool.h"
 #include "ebb/model_signature.h"
 #include "ebb/runtime.h"
-#include "model_path.h"
+#include "ebb/model_location.h"
 
 namespace ebb::server {
 
@@ -178,13 +178,20 @@ class ModelRepository {
   // failed), kResourceExhausted (does not fit the memory budget).
   Result<ModelHandle> Acquire(const std::string& name, const std::string& version = "",
                               std::optional<int64_t> keep_alive_ms = std::nullopt);
+  // The body RunWithRecovery runs: one run (or operation) of a request on the
+  // version's configuration and session. Called on RunWithRecovery's thread,
+  // after the pool's admission (by memory, when options.run_elements is set),
+  // and at most twice: again, on a fresh load, when the first call returned
+  // kResourceExhausted, so a body must be safe to call again after it failed.
+  // Its Status is RunWithRecovery's. The references are valid during the call.
+  using RunBody = std::function<Status(const ModelConfig& config, const std::shared_ptr<Session>& session)>;
   // Runs `body` on a version of the model with the pool's admission by memory
   // (`options.run_elements`, deadline, cancellation) and its out-of-memory
   // recovery: on kResourceExhausted, idle models are evicted, arenas trimmed,
   // and `body` runs once more on a fresh load. `options.load_on_demand` is
   // the repository's.
   Status RunWithRecovery(const std::string& name, const std::string& version, AcquireOptions options,
-                         const std::function<Status(const ModelConfig&, const std::shared_ptr<Session>&)>& body);
+                         const RunBody& body);
 
   const std::string& root() const { return options_.root; }
   // The device of models whose configuration names none (ebb serve --device).

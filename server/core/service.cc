@@ -76,7 +76,8 @@ Result<std::unique_ptr<InferenceService>> InferenceService::Create(Runtime& runt
   std::unique_ptr<InferenceService> service(new InferenceService(runtime, options));
   InferenceService* self = service.get();
   repository.on_event = [self, forward = std::move(repository.on_event)](const PoolEvent& e) {
-    self->CountPoolEvent(e);
+    self->metrics_.CountPoolEvent(e);
+    if (e.kind == PoolEvent::Kind::kEvict) self->ocr_->Forget(ModelRepository::ModelOfPoolName(e.name));
     if (forward) forward(e);
   };
   auto opened = ModelRepository::Open(runtime, std::move(repository));
@@ -88,7 +89,8 @@ Result<std::unique_ptr<InferenceService>> InferenceService::Create(Runtime& runt
         self->EndTimedOutSequence(model, version);
       });
   runtime.SetIdleReleaseListener([self](const std::string& pool_name) { self->CountIdleRelease(pool_name); });
-  service->RegisterCollectors();
+  service->metrics_.RegisterCollectors(runtime, service->admission_, service->request_bytes_, *service->sequences_,
+                                       *service->repository_);
   return service;
 }
 
@@ -272,7 +274,7 @@ Status InferenceService::Forget(const std::string& model) {
     std::lock_guard<std::mutex> lock(stats_mu_);
     std::erase_if(stats_, [&](const auto& entry) { return entry.first.first == model; });
   }
-  metrics_.RemoveSeries("model", model);
+  metrics_.ForgetModel(model);
   return Status::Ok();
 }
 
@@ -289,10 +291,6 @@ Result<InferResponse> InferenceService::Infer(const std::string& model, const st
   auto finish = [&](const Status& st) {
     t.total = NanosSince(start);
     RecordOutcome(model, *resolved, st, t);
-    // A request that failed once admitted may have decoded large inputs into kept buffers
-    // (detail::OutputBuffers, which only a release empties) and reached no run, so no release would
-    // follow: they are freed now, and those its request still holds when they go.
-    if (!st.ok() && t.admitted) detail::OutputBuffers::Drop();
     return st;
   };
 
@@ -313,6 +311,10 @@ Result<InferResponse> InferenceService::Infer(const std::string& model, const st
   }
   t.admitted = true;
 
+  // The decoder may put large inputs into reusable buffers (Tensor::Reusable), which only a
+  // release frees: unless the request succeeds, its run having taken them over, they are freed
+  // when it returns, after its tensors went (a request refused after decoding reaches no run).
+  ReusableBufferScope input_buffers;
   step = Clock::now();
   Result<InferRequest> request = decode();
   t.input = NanosSince(step);
@@ -352,23 +354,22 @@ Result<InferResponse> InferenceService::Infer(const std::string& model, const st
   acquire.run_elements = InputElements(request->inputs);
   acquire.deadline = deadline;
   acquire.cancelled = cancelled;
-  Status st = repository_->RunWithRecovery(
-      model, *resolved, std::move(acquire),
-      [&](const ModelConfig& config, const std::shared_ptr<Session>& session) {
-        const auto run = Clock::now();
-        executed = true;
-        auto result = Execute(model, *resolved, config, session, *request);
-        t.infer = NanosSince(run);
-        if (!result.ok()) return result.status();
-        response.outputs = std::move(result).value();
-        // Held past the lease, while the front end encodes and sends the reply: the outputs, and
-        // about as much again for the reply (binary; JSON text is larger), taken before the lease
-        // ends so that no run is admitted into memory they still hold.
-        int64_t bytes = 0;
-        for (const NamedTensor& output : response.outputs) bytes += static_cast<int64_t>(output.tensor.byte_size());
-        response.memory = std::make_shared<const MemoryHold>(repository_->pool().HoldMemory("cpu", 2 * bytes));
-        return Status::Ok();
-      });
+  const RunBody run_body = [&](const ModelConfig& config, const std::shared_ptr<Session>& session) {
+    const auto run = Clock::now();
+    executed = true;
+    auto result = Execute(model, *resolved, config, session, *request);
+    t.infer = NanosSince(run);
+    if (!result.ok()) return result.status();
+    response.outputs = std::move(result).value();
+    // Held past the lease, while the front end encodes and sends the reply: the outputs, and
+    // about as much again for the reply (binary; JSON text is larger), taken before the lease
+    // ends so that no run is admitted into memory they still hold.
+    int64_t bytes = 0;
+    for (const NamedTensor& output : response.outputs) bytes += static_cast<int64_t>(output.tensor.byte_size());
+    response.memory = std::make_shared<const MemoryHold>(repository_->pool().HoldMemory("cpu", 2 * bytes));
+    return Status::Ok();
+  };
+  Status st = repository_->RunWithRecovery(model, *resolved, std::move(acquire), run_body);
   if (!st.ok()) return finish(st);
   succeeded = true;
   t.ran = true;
@@ -376,6 +377,7 @@ Result<InferResponse> InferenceService::Infer(const std::string& model, const st
   st = ClassifyOutputs(model, *request, &response.outputs);
   t.output = NanosSince(step);
   if (!st.ok()) return finish(st);
+  input_buffers.Keep();
   (void)finish(Status::Ok());
   return response;
 }
@@ -416,15 +418,7 @@ void InferenceService::RecordOutcome(const std::string& model, const std::string
       Add(&s.fail, t.total);
     }
   }
-  const Labels labels = {{"model", model}};
-  metrics_.Increment("ebb_inference_requests_total", "Inference requests answered, per model.", labels);
-  if (status.ok()) {
-    metrics_.Observe("ebb_inference_duration_seconds", "Time to answer a successful inference request.",
-                     LatencyBuckets(), labels, static_cast<double>(t.total) / 1e9);
-  } else {
-    metrics_.Increment("ebb_inference_failures_total", "Inference requests that failed, per model and reason.",
-                       {{"model", model}, {"code", StatusCodeName(status.code())}});
-  }
+  metrics_.RecordOutcome(model, status, t.total);
 }
 
 Result<std::vector<NamedTensor>> InferenceService::Execute(const std::string& name, const std::string& version,
@@ -455,12 +449,13 @@ bool InferenceService::EndsOperation(const InferRequest& request) const {
 }
 
 // Under the idle mode a sequence's runs release as the operation says (at its
-// end, at once), not after the idle debounce; other modes stay as they are.
+// end, at once), not after the idle debounce, and every other request releases
+// after the debounce, even one run as an operation of several runs (frames,
+// tiles, an OCR page), which would release at its end by default
+// (OperationReleaseMode); other modes stay as they are.
 std::optional<ReleaseMode> InferenceService::ReleaseFor(const InferRequest& request) const {
-  if (request.sequence.in_sequence() && runtime_.policy().release == ReleaseMode::kIdle) {
-    return ReleaseMode::kOperationEnd;
-  }
-  return std::nullopt;
+  if (runtime_.policy().release != ReleaseMode::kIdle) return std::nullopt;
+  return request.sequence.in_sequence() ? ReleaseMode::kOperationEnd : ReleaseMode::kIdle;
 }
 
 Result<std::vector<NamedTensor>> InferenceService::ExecuteImageOperation(const std::string& name,
@@ -489,13 +484,10 @@ Result<std::vector<NamedTensor>> InferenceService::ExecuteImageOperation(const s
   options.ends_operation = EndsOperation(request);
   options.release = ReleaseFor(request);
   // Progress of the model's latest operation, for clients watching a long tiled request.
-  const Labels labels = {{"model", name}};
-  auto progress = [this, &labels](double done, std::optional<double> planned) {
-    metrics_.Set("ebb_operation_runs_done", "Runs finished in the model's latest operation.", labels, done);
-    if (planned) metrics_.Set("ebb_operation_runs_planned", "Runs planned in the model's latest operation.", labels, *planned);
+  metrics_.SetOperationProgress(name, 0, std::nullopt);
+  options.on_progress = [&](const Progress& p) {
+    metrics_.SetOperationProgress(name, static_cast<double>(p.done), static_cast<double>(p.total));
   };
-  progress(0, std::nullopt);
-  options.on_progress = [&](const Progress& p) { progress(static_cast<double>(p.done), static_cast<double>(p.total)); };
   std::vector<Tensor> frames;
   for (int64_t n = 0; n < batch.shape()[0]; ++n) frames.push_back(BatchItem(batch, n));
   auto results = config.tile ? RunTiled(runtime_, session, frames, *config.tile, options)
@@ -506,29 +498,6 @@ Result<std::vector<NamedTensor>> InferenceService::ExecuteImageOperation(const s
   std::vector<NamedTensor> outputs;
   outputs.push_back({out_name, std::move(stacked).value()});
   return outputs;
-}
-
-void InferenceService::CountPoolEvent(const PoolEvent& e) {
-  const std::string name = ModelRepository::ModelOfPoolName(e.name);  // every version counts for its model
-  const Labels model = {{"model", name}};
-  if (e.kind == PoolEvent::Kind::kWait) {
-    metrics_.Observe("ebb_memory_wait_seconds",
-                     "Time runs that waited for memory waited (admitted or not; runs that did not wait are not counted).",
-                     LatencyBuckets(), {}, e.wait_ms / 1000);
-    return;
-  }
-  if (e.kind == PoolEvent::Kind::kEvict) {
-    metrics_.Increment("ebb_model_evictions_total", "Models unloaded, per model and reason.",
-                       {{"model", name}, {"reason", EvictReasonName(e.reason)}});
-    return;
-  }
-  metrics_.Increment("ebb_model_loads_total", "Models loaded, per model.", model);
-  if (e.on_demand) {
-    metrics_.Increment("ebb_model_on_demand_loads_total", "Loads a request waited for, per model.", model);
-    metrics_
-        .GetHistogram("ebb_model_switch_seconds", "Time a request waited for its model to load.", LatencyBuckets())
-        .Observe(e.load_ms / 1000);
-  }
 }
 
 RunObserver InferenceService::ReleaseCounter(const std::string& model, const std::string& version) {
@@ -545,10 +514,7 @@ void InferenceService::CountRelease(const std::string& model, const std::string&
     if (!c) c = std::make_unique<Counters>();
     ++c->stats.releases;
   }
-  metrics_.Increment("ebb_releases_total",
-                     "Releases that gave arena memory back: runs that ended an operation, idle releases, "
-                     "timed-out sequences.",
-                     {{"model", model}});
+  metrics_.CountRelease(model);
 }
 
 void InferenceService::CountIdleRelease(const std::string& pool_name) {
@@ -557,151 +523,14 @@ void InferenceService::CountIdleRelease(const std::string& pool_name) {
   Result<std::string> version = repository_->ResolveVersion(model, slash == std::string::npos ? "" : pool_name.substr(slash + 1));
   if (!version.ok()) return;  // not a repository model (any more)
   CountRelease(model, *version);
-  metrics_.Increment("ebb_idle_releases_total", "Idle releases (release mode idle) that gave a model's memory back.",
-                     {{"model", model}});
+  metrics_.CountIdleRelease(model);
 }
 
 void InferenceService::EndTimedOutSequence(const std::string& model, const std::string& version) {
-  metrics_.Increment("ebb_sequences_timed_out_total", "Sequences the server ended after --sequence-timeout-ms idle.",
-                     {{"model", model}});
+  metrics_.CountTimedOutSequence(model);
   if (runtime_.policy().release == ReleaseMode::kNever) return;
   (void)runtime_.Trim();
   CountRelease(model, version);
-}
-
-std::vector<std::string> InferenceService::Devices() {
-  std::vector<std::string> devices = {"cpu"};
-  for (const ModelStatus& m : repository_->pool().Snapshot()) {
-    if (std::find(devices.begin(), devices.end(), m.device) == devices.end()) devices.push_back(m.device);
-  }
-  return devices;
-}
-
-void InferenceService::RegisterCollectors() {
-  auto arena_field = [this](int64_t ArenaStats::*field) {
-    return [this, field] {
-      std::vector<std::pair<Labels, double>> samples;
-      for (const ArenaStats& a : runtime_.ReadMemory().arenas) {
-        samples.push_back({{{"arena", a.name}}, static_cast<double>(a.*field)});
-      }
-      return samples;
-    };
-  };
-  metrics_.AddCollector("ebb_arena_reserved_bytes", "Bytes an ONNX Runtime arena holds from the OS or driver.",
-                        arena_field(&ArenaStats::reserved));
-  metrics_.AddCollector("ebb_arena_in_use_bytes", "Bytes of an arena handed out to live tensors.",
-                        arena_field(&ArenaStats::in_use));
-  metrics_.AddCollector("ebb_arena_peak_in_use_bytes", "High-water mark of an arena's bytes in use.",
-                        arena_field(&ArenaStats::peak_in_use));
-  metrics_.AddCollector("ebb_process_resident_memory_bytes", "Resident set size of the ebb process.", [] {
-    return std::vector<std::pair<Labels, double>>{{{}, static_cast<double>(ReadRssBytes())}};
-  });
-  metrics_.AddCollector("ebb_gpu_memory_used_bytes", "GPU memory in use, per device (NVML).", [] {
-    std::vector<std::pair<Labels, double>> samples;
-    for (const GpuMemory& g : ReadGpuMemory()) samples.push_back({{{"gpu", std::to_string(g.index)}}, double(g.used)});
-    return samples;
-  });
-  metrics_.AddCollector("ebb_inference_running", "Inferences running now.", [this] {
-    return std::vector<std::pair<Labels, double>>{{{}, static_cast<double>(admission_.running())}};
-  });
-  metrics_.AddCollector("ebb_inference_queued", "Inferences waiting for a worker now.", [this] {
-    return std::vector<std::pair<Labels, double>>{{{}, static_cast<double>(admission_.waiting())}};
-  });
-  metrics_.AddCollector("ebb_sequences_open", "Sequences of requests open now (--max-sequences).", [this] {
-    return std::vector<std::pair<Labels, double>>{{{}, static_cast<double>(sequences_->open())}};
-  });
-  metrics_.AddCollector("ebb_request_bytes_in_flight",
-                        "Request bytes held now by HTTP and gRPC together (--max-body-bytes-in-flight).", [this] {
-    return std::vector<std::pair<Labels, double>>{{{}, static_cast<double>(request_bytes_.held())}};
-  });
-  metrics_.AddCollector("ebb_memory_budget_bytes", "Memory budget per device (0 = none).", [this] {
-    std::vector<std::pair<Labels, double>> samples;
-    for (const std::string& d : Devices()) samples.push_back({{{"device", d}}, double(repository_->pool().budget(d))});
-    return samples;
-  });
-  metrics_.AddCollector("ebb_memory_budget_used_bytes", "Sum of the charges of the models loaded on a device.", [this] {
-    std::vector<std::pair<Labels, double>> samples;
-    for (const std::string& d : Devices()) samples.push_back({{{"device", d}}, double(repository_->pool().used(d))});
-    return samples;
-  });
-  metrics_.AddCollector("ebb_model_charge_bytes", "A model's measured memory charge: what it holds while loaded (with admission by memory off, plus its transient peak); all versions.", [this] {
-    std::map<std::string, double> charge;
-    for (const ModelStatus& m : repository_->pool().Snapshot()) {
-      charge[ModelRepository::ModelOfPoolName(m.name)] += static_cast<double>(m.charge_bytes);
-    }
-    std::vector<std::pair<Labels, double>> samples;
-    for (const auto& [name, bytes] : charge) samples.push_back({{{"model", name}}, bytes});
-    return samples;
-  });
-  auto admission_field = [this](auto field) {
-    return [this, field] {
-      std::vector<std::pair<Labels, double>> samples;
-      for (const DeviceAdmission& d : repository_->pool().Admission()) {
-        samples.push_back({{{"device", d.device}}, static_cast<double>(field(d))});
-      }
-      return samples;
-    };
-  };
-  // Against the budget (less the loaded models' charges) and against the shared arena's cap.
-  auto against = [this](bool limit) {
-    return [this, limit] {
-      std::vector<std::pair<Labels, double>> samples;
-      for (const DeviceAdmission& d : repository_->pool().Admission()) {
-        const int64_t budget = limit ? d.memory_limit_bytes : d.reserved_bytes;
-        const int64_t arena = limit ? d.arena_cap_bytes : d.arena_reserved_bytes;
-        if (!limit || budget >= 0) samples.push_back({{{"against", "budget"}, {"device", d.device}}, double(budget)});
-        if (d.arena_cap_bytes > 0) samples.push_back({{{"against", "arena"}, {"device", d.device}}, double(arena)});
-      }
-      return samples;
-    };
-  };
-  metrics_.AddCollector("ebb_memory_reserved_bytes",
-                        "Memory reserved by the runs in flight (admission by memory), per device, against the budget "
-                        "and against the shared arena's cap.",
-                        against(false));
-  metrics_.AddCollector("ebb_memory_run_limit_bytes",
-                        "What runs may reserve in all now, per device: the budget (at most the machine's or "
-                        "container's memory) less the loaded models' charges, and the shared arena's cap.",
-                        against(true));
-  metrics_.AddCollector("ebb_runs_waiting_for_memory", "Runs waiting for memory now, per device.",
-                        admission_field([](const DeviceAdmission& d) { return d.waiting; }));
-  metrics_.AddCollector("ebb_runs_admitted", "Runs admitted by memory so far, per device.",
-                        admission_field([](const DeviceAdmission& d) { return d.admitted; }));
-  metrics_.AddCollector("ebb_runs_refused_memory", "Runs refused so far because they could never fit, per device.",
-                        admission_field([](const DeviceAdmission& d) { return d.refused; }));
-  // Over a model's versions: the largest (`sum` false) or the sum.
-  auto model_field = [this](auto field, bool sum) {
-    return [this, field, sum] {
-      std::map<std::string, double> value;
-      for (const ModelStatus& m : repository_->pool().Snapshot()) {
-        double& v = value[ModelRepository::ModelOfPoolName(m.name)];
-        v = sum ? v + static_cast<double>(field(m)) : std::max(v, static_cast<double>(field(m)));
-      }
-      std::vector<std::pair<Labels, double>> samples;
-      for (const auto& [name, v] : value) samples.push_back({{{"model", name}}, v});
-      return samples;
-    };
-  };
-  metrics_.AddCollector("ebb_model_predicted_need_bytes",
-                        "What the model's latest run was predicted to need and reserved against the budget (0: it ran "
-                        "alone to be measured).",
-                        model_field([](const ModelStatus& m) { return m.last_need_bytes; }, false));
-  metrics_.AddCollector("ebb_model_predicted_arena_need_bytes",
-                        "What the model's latest run was predicted to need of the shared arena and reserved against its "
-                        "cap (0: it ran alone to be measured).",
-                        model_field([](const ModelStatus& m) { return m.last_arena_need_bytes; }, false));
-  metrics_.AddCollector("ebb_model_reserved_bytes", "Memory reserved by the model's runs in flight.",
-                        model_field([](const ModelStatus& m) { return m.reserved_bytes; }, true));
-  metrics_.AddCollector("ebb_model_ready", "1 when a model (a version of it) is loaded and ready, else 0.", [this] {
-    std::map<std::string, double> ready;
-    for (const ModelInfo& m : repository_->Index()) {
-      double& r = ready[m.name];
-      r = std::max(r, m.state == PoolState::kReady ? 1.0 : 0.0);
-    }
-    std::vector<std::pair<Labels, double>> samples;
-    for (const auto& [name, value] : ready) samples.push_back({{{"model", name}}, value});
-    return samples;
-  });
 }
 
 }  // namespace ebb::server

@@ -41,7 +41,8 @@
 //   * classification of outputs (classification.h);
 //   * statistics and metrics, counted together in one place (RecordOutcome),
 //     so that statistics and /metrics agree: requests, failures by code,
-//     latency, releases, pool events, scrape-time gauges.
+//     latency, releases, pool events, scrape-time gauges (the metric
+//     families themselves are named in service_metrics.h).
 //
 // Lifecycle: Create() opens the repository; BeginShutdown() makes Ready()
 // false and refuses new inferences (kUnavailable); WaitIdle() returns once the
@@ -65,10 +66,10 @@
 #include "byte_budget.h"
 #include "ebb/runtime.h"
 #include "inference.h"
-#include "metrics.h"
 #include "ocr_model.h"
 #include "repository.h"
 #include "sequences.h"
+#include "service_metrics.h"
 
 namespace ebb::server {
 
@@ -136,10 +137,23 @@ class InferenceService {
   Status Forget(const std::string& model);
 
   // --- Inference ------------------------------------------------------------
-  // Decodes the request on the calling thread; called only once the model is
-  // known to exist, so that failures can be counted against it, and once the
-  // request is admitted, so that only running requests hold decoded tensors.
+  // A request makes two callback hops on its way through Infer: the front
+  // end's Decoder (after admission), then the service's RunBody (inside the
+  // pool, retried once after an out-of-memory).
+  //
+  // Hop 1, the front end's decode. Infer calls it at most once, on Infer's
+  // thread, only once the model is known to exist, so that failures can be
+  // counted against it, and once the request is admitted (has a worker), so
+  // that only running requests hold decoded tensors. Its error is the
+  // request's answer, counted as a failure. It may put large inputs into
+  // reusable buffers (Tensor::Reusable): Infer frees them unless the request
+  // succeeds.
   using Decoder = std::function<Result<InferRequest>()>;
+  // Hop 2, the run of the decoded request (the model's Execute, then the hold
+  // on the reply's memory), which the repository calls with the pool's
+  // out-of-memory recovery: at most twice, the second time on a fresh load
+  // (ModelRepository::RunBody states the contract).
+  using RunBody = ModelRepository::RunBody;
   // Whether the caller went away (the client closed its connection, the gRPC
   // call was cancelled): polled while the request waits; cheap, any thread.
   using CancelFn = std::function<bool()>;
@@ -175,7 +189,7 @@ class InferenceService {
   void WaitIdle();
 
   ModelRepository& repository() { return *repository_; }
-  MetricsRegistry& metrics() { return metrics_; }
+  MetricsRegistry& metrics() { return metrics_.registry(); }
   // The budget of request bytes in flight, which every front end charges.
   ByteBudget& request_bytes() { return request_bytes_; }
   // The open sequences (sequences.h).
@@ -203,8 +217,6 @@ class InferenceService {
   void RecordOutcome(const std::string& model, const std::string& version, const Status& status,
                      const Timings& timings);
   ModelStatistics StatisticsOf(const ModelInfo& info);
-  void CountPoolEvent(const PoolEvent& event);
-  std::vector<std::string> Devices();
   // Counts the runs of a model version that gave memory back (ebb_releases_total and its statistics).
   RunObserver ReleaseCounter(const std::string& model, const std::string& version);
   void CountRelease(const std::string& model, const std::string& version);
@@ -215,13 +227,12 @@ class InferenceService {
   // How a request's runs release: whether they end the operation, and the mode.
   bool EndsOperation(const InferRequest& request) const;
   std::optional<ReleaseMode> ReleaseFor(const InferRequest& request) const;
-  void RegisterCollectors();
 
   Runtime& runtime_;
   const ServiceOptions options_;
   Admission admission_;
   ByteBudget request_bytes_;
-  MetricsRegistry metrics_;                       // before repository_: its pool reports into it
+  ServiceMetrics metrics_;                        // before repository_: its pool reports into it
   std::unique_ptr<ModelRepository> repository_;
   std::unique_ptr<OcrModels> ocr_;                // models of kind "ocr" (ocr_model.h)
   std::atomic<bool> shutting_down_{false};

@@ -102,14 +102,25 @@ void LiveCalls::Add() {
   ++count_;
 }
 
-void LiveCalls::Remove() {
+void LiveCalls::Arrived() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (--count_ == 0) none_.notify_all();
+  ++open_;
+}
+
+void LiveCalls::Remove(bool arrived) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (arrived) --open_;
+  if (--count_ == 0 || open_ == 0) none_.notify_all();
 }
 
 void LiveCalls::WaitNone() {
   std::unique_lock<std::mutex> lock(mu_);
   none_.wait(lock, [this] { return count_ == 0; });
+}
+
+bool LiveCalls::WaitNoneOpen(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return none_.wait_until(lock, deadline, [this] { return open_ == 0; });
 }
 
 void UnaryCall::Request(const UnaryMethod* method, grpc::ServerCompletionQueue* cq, LiveCalls* live) {
@@ -125,7 +136,7 @@ UnaryCall::UnaryCall(const UnaryMethod* method, grpc::ServerCompletionQueue* cq,
 
 UnaryCall::~UnaryCall() {
   held_.clear();  // before the server may see no call left
-  live_->Remove();
+  live_->Remove(arrived_call_);
 }
 
 void UnaryCall::Arrived(bool ok) {
@@ -133,6 +144,8 @@ void UnaryCall::Arrived(bool ok) {
     delete this;
     return;
   }
+  arrived_call_ = true;
+  live_->Arrived();
   Request(method_, cq_, live_);
   method_->handle(this);
 }

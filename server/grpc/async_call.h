@@ -41,6 +41,7 @@
 #include <grpcpp/support/async_unary_call.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
@@ -62,17 +63,22 @@ class CqTag {
 
 // The calls alive on a server (requested, running or ending): its completion
 // queue is shut down only once none is left, so that no call starts an
-// operation on a queue that is gone.
+// operation on a queue that is gone. Of those, the calls that arrived and
+// have not ended are open: a server shutting down lets them end first.
 class LiveCalls {
  public:
-  void Add();
-  void Remove();
+  void Add();                  // requested
+  void Arrived();              // a call came for it: open
+  void Remove(bool arrived);   // ended (or never came, at shutdown)
   void WaitNone();
+  // Waits until no call is open or `deadline` passes; true when none is.
+  bool WaitNoneOpen(std::chrono::steady_clock::time_point deadline);
 
  private:
   std::mutex mu_;
   std::condition_variable none_;
   size_t count_ = 0;  // guarded by mu_
+  size_t open_ = 0;   // guarded by mu_
 };
 
 // The threads that take what the completion queue returns: one at a time
@@ -188,6 +194,7 @@ class UnaryCall {
   Step finished_{this, &UnaryCall::Finished};
   Step done_{this, &UnaryCall::Done};
   int pending_ = 2;  // the Finish and the end of the call, on the leading thread only
+  bool arrived_call_ = false;  // on the leading thread only
   std::mutex finish_mu_;  // held by Finish; taken by EndOne (async_call.cc)
   std::atomic<bool> cancelled_{false};
   std::vector<std::shared_ptr<void>> held_;

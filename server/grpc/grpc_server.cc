@@ -2,6 +2,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+#include <chrono>
 #include <climits>
 #include <deque>
 #include <thread>
@@ -25,6 +27,10 @@ Status CheckPortFree(const std::string& host, int port) {
 // The completion queue's threads (async_call.h): one leads, up to 3 more run ModelInfer calls (and the
 // RPCs that may block) they took from it; beyond, calls go to their service's workers.
 constexpr size_t kQueueThreads = 4;
+
+// At shutdown, once every reply was received: how long the clients get to close their connections
+// after gRPC's GOAWAY before the server closes them.
+constexpr auto kCloseWait = std::chrono::milliseconds(500);
 
 }  // namespace
 
@@ -99,9 +105,25 @@ void GrpcServer::SetServing(bool serving) { impl_->health.SetServing(serving); }
 void GrpcServer::Shutdown() {
   if (!impl_->server) return;
   impl_->health.Shutdown();  // health watches: ended now
-  // Calls still open after the grace period are stragglers: gRPC cancels them. Those a worker is
-  // running see cancelled() and finish; the completion queue takes their ends until none is left.
-  impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+  // gRPC's own Shutdown closes each connection once its last call has ended, and a call ends once
+  // its reply is in the kernel's send queue. Closed with the client's window updates unread, the
+  // connection is reset, and the reset discards the tail of a large reply that the client has not
+  // received yet (measured: 2 SIGTERMs in 25 during a 28 MB reply lost it). So, first, the calls open
+  // now end and the peers acknowledge every byte sent, each within the grace.
+  const auto deadline = std::chrono::steady_clock::now() + impl_->options.drain_grace;
+  if (impl_->live.WaitNoneOpen(deadline)) {
+    while (port::UnacknowledgedBytesOn(impl_->port) > 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  // Then gRPC's Shutdown: a GOAWAY on each connection, and a wait for its clients to close them. A
+  // client with no call out may not answer (grpc-python polls a channel only during a call: measured,
+  // 5 s), and nothing is left to lose on the connections by now, so after kCloseWait they are closed.
+  // A call that came meanwhile is a straggler: gRPC cancels it; a worker running it sees cancelled()
+  // and finishes; the completion queue takes the ends until none is left.
+  const std::chrono::steady_clock::duration close_wait = std::clamp<std::chrono::steady_clock::duration>(
+      deadline - std::chrono::steady_clock::now(), std::chrono::steady_clock::duration::zero(), kCloseWait);
+  impl_->server->Shutdown(std::chrono::system_clock::now() + close_wait);
   impl_->live.WaitNone();
   impl_->cq->Shutdown();
   impl_->threads->Join();

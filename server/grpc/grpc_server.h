@@ -23,6 +23,7 @@
 // the rest from one.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -43,6 +44,11 @@ struct GrpcOptions {
   // request gets UNIMPLEMENTED ("Compression algorithm 'gzip' is disabled")
   // before any byte is inflated. Replies are never compressed.
   bool compressed_requests = false;
+  // Shutdown(): how long the calls still open may take to end. Their inferences are over by then
+  // (ebb serve waits for them first), but a large reply may still be on its way to a slow reader;
+  // cancelled earlier, the client loses an answer that was computed (ebb serve: --write-timeout-s,
+  // the time any one reply may take to write).
+  std::chrono::milliseconds drain_grace{10000};
 };
 
 class GrpcServer {

@@ -53,13 +53,15 @@ class HealthService::Watch {
       : health_(health), cq_(cq), live_(live) {
     live_->Add();
   }
-  ~Watch() { live_->Remove(); }
+  ~Watch() { live_->Remove(arrived_call_); }
 
   void Arrived(bool ok) {
     if (!ok) {  // shutting down: no call came, and no end will be reported
       delete this;
       return;
     }
+    arrived_call_ = true;
+    live_->Arrived();
     HealthCheckRequest in;
     const bool parsed = ParseBounded(request_, &in, UnaryLimits{}).ok();
     request_.Clear();
@@ -112,6 +114,7 @@ class HealthService::Watch {
   std::string name_;
   int sent_ = -1;
   bool writing_ = false, ended_ = false, done_seen_ = false;
+  bool arrived_call_ = false;  // set once, in Arrived
 };
 
 HealthService::HealthService() : generated_(std::make_unique<Generated>()) {}

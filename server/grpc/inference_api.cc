@@ -323,16 +323,18 @@ grpc::Status InferenceApi::Infer(UnaryCall* call, grpc::ByteBuffer* reply) {
     return ScanModelInferRequest(&reader, request->Length(), options_.limits);
   }();
   if (!scanned.ok()) return GrpcStatusFor(scanned.status());
+  // The parsed message lives until the reply is made: its raw_input_contents are the inputs
+  // themselves (borrowed, not copied) while the request runs.
+  google::protobuf::Arena arena;
   // Called by the core once the request is admitted.
-  auto decode = [this, request]() -> Result<InferRequest> {
-    google::protobuf::Arena arena;
+  auto decode = [this, request, &arena]() -> Result<InferRequest> {
     Result<const inference::ModelInferRequest*> parsed = [&] {
       grpc::ProtoBufferReader reader(request);
       return ParseModelInferRequest(&reader, &arena);
     }();
     request->Clear();  // parsed (or refused): its bytes are in the arena now, and the tensors come next
     if (!parsed.ok()) return parsed.status();
-    return DecodeModelInferRequest(**parsed, core_.options().max_input_elements);
+    return DecodeModelInferRequest(**parsed, core_.options().max_input_elements, /*borrow_raw=*/true);
   };
   Result<InferResponse> response =
       core_.Infer(ModelName(call->context(), scanned->model_name), scanned->model_version, decode,

@@ -140,7 +140,7 @@ Result<Tensor> DecodeTyped(const Input& input, DataType type, const Shape& shape
 }
 
 Result<Tensor> DecodeRaw(const std::string& raw, DataType type, const Shape& shape, int64_t count,
-                         const std::string& label) {
+                         const std::string& label, bool borrow) {
   if (type == DataType::kBytes) {
     Result<Tensor> t = Tensor::FromSerializedBytes(shape, raw);
     if (!t.ok()) return InvalidArgument(label + ": raw_input_contents: " + t.status().message());
@@ -151,8 +151,13 @@ Result<Tensor> DecodeRaw(const std::string& raw, DataType type, const Shape& sha
     return InvalidArgument(label + ": raw_input_contents has " + std::to_string(raw.size()) + " bytes but shape " +
                            ShapeToString(shape) + " of " + DataTypeName(type) + " needs " + std::to_string(expected));
   }
-  Tensor t = detail::NewReusableTensor(type, shape);  // warm when a request before left it (ebb/tensor.h)
-  if (!raw.empty()) std::memcpy(t.data(), raw.data(), raw.size());
+  Tensor t;
+  if (borrow && reinterpret_cast<uintptr_t>(raw.data()) % ElementSize(type) == 0) {
+    t = Tensor::Borrow(type, shape, reinterpret_cast<std::byte*>(const_cast<char*>(raw.data())));  // no copy
+  } else {
+    t = Tensor::Reusable(type, shape);  // warm when a request before left it (ebb/tensor.h)
+    if (!raw.empty()) std::memcpy(t.data(), raw.data(), raw.size());
+  }
   if (type == DataType::kBool) {
     for (size_t i = 0; i < raw.size(); ++i) {
       if (static_cast<uint8_t>(raw[i]) > 1) {
@@ -276,7 +281,8 @@ Status DecodeSequence(const google::protobuf::Map<std::string, inference::InferP
 
 }  // namespace
 
-Result<InferRequest> DecodeModelInferRequest(const inference::ModelInferRequest& request, int64_t max_input_elements) {
+Result<InferRequest> DecodeModelInferRequest(const inference::ModelInferRequest& request, int64_t max_input_elements,
+                                             bool borrow_raw) {
   InferRequest out;
   out.id = request.id();
   if (const auto it = request.parameters().find("keep_alive"); it != request.parameters().end()) {
@@ -302,7 +308,7 @@ Result<InferRequest> DecodeModelInferRequest(const inference::ModelInferRequest&
     if (raw && input.has_contents() && TotalTypedElements(input.contents()) > 0) {
       return InvalidArgument(label + ": has contents although the request uses raw_input_contents");
     }
-    Result<Tensor> tensor = raw ? DecodeRaw(request.raw_input_contents(i), *type, shape, count, label)
+    Result<Tensor> tensor = raw ? DecodeRaw(request.raw_input_contents(i), *type, shape, count, label, borrow_raw)
                                 : DecodeTyped(input, *type, shape, count, label);
     if (!tensor.ok()) return tensor.status();
     out.inputs.push_back({input.name(), std::move(tensor).value()});

@@ -40,7 +40,11 @@ namespace ebb::server {
 Result<const inference::ModelInferRequest*> ParseModelInferRequest(google::protobuf::io::ZeroCopyInputStream* wire,
                                                                    google::protobuf::Arena* arena);
 
-Result<InferRequest> DecodeModelInferRequest(const inference::ModelInferRequest& request, int64_t max_input_elements);
+// The core's request. With `borrow_raw`, raw_input_contents of fixed-size types aligned for their
+// type are used where they lie (Tensor::Borrow views of the message's strings, no copy): `request`
+// must then outlive the returned tensors and stay unchanged; otherwise they are copied.
+Result<InferRequest> DecodeModelInferRequest(const inference::ModelInferRequest& request, int64_t max_input_elements,
+                                             bool borrow_raw = false);
 
 // A serialized ModelInferResponse in pieces: `head` holds every field but
 // raw_output_contents; then, per output in order, `prefix` (that field's tag

@@ -7,6 +7,10 @@
 #include <boost/beast/http/basic_parser.hpp>
 #include <boost/beast/http/error.hpp>
 #include <cctype>
+#include <cstring>
+
+#include "ebb/tensor.h"
+#include "protocol.h"
 
 namespace ebb::server {
 namespace {
@@ -17,6 +21,13 @@ using boost::beast::error_code;
 constexpr size_t kMaxChunkLine = 4096;         // a chunk-size line, or the whole trailer
 constexpr size_t kMaxLeadingEmptyLines = 8;    // RFC 9112 section 2.2: ignore at least one
 constexpr size_t kInflateStep = 16u << 10;     // decompressed bytes per inflate() call
+// A body of known length is stored in one buffer (RequestFramer::body_tail), laid out so that its
+// byte at Inference-Header-Content-Length (where KServe's binary tensor data starts) is aligned
+// to kBodyAlign, and from kBodyGranule on sized in whole granules, so that bodies of one model's
+// requests, whose JSON headers differ by a few bytes, take the same kept buffer (Tensor::Reusable).
+constexpr size_t kBodyAlign = 64;
+constexpr size_t kBodyGranule = 64u << 10;
+constexpr std::string_view kAlignedAtField = "Inference-Header-Content-Length";
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
@@ -144,8 +155,23 @@ class RequestFramer::Parser : public http::basic_parser<true> {
   int http_version_ = 11;
   std::vector<std::pair<std::string, std::string>> headers_;
   bool expects_continue_ = false;
-  std::string body_;
+  std::string body_;  // a body of unknown length (chunked) or compressed
+  // A body of known length: its bytes at fixed_.data() + fixed_start_, fixed_size_ of fixed_length_.
+  Tensor fixed_;
+  size_t fixed_start_ = 0, fixed_size_ = 0, fixed_length_ = 0;
+  bool in_fixed_ = false;
   size_t reserved_ = 0;
+  size_t copied_ = 0;
+
+  std::string_view Body() const {
+    if (!in_fixed_) return body_;
+    return {reinterpret_cast<const char*>(fixed_.data()) + fixed_start_, fixed_size_};
+  }
+  // Where the rest of a body of known length goes: empty otherwise, or when complete.
+  std::span<char> FixedTail() {
+    if (!in_fixed_) return {};
+    return {reinterpret_cast<char*>(fixed_.data()) + fixed_start_ + fixed_size_, fixed_length_ - fixed_size_};
+  }
 
  private:
   void Fail(int status, std::string message) {
@@ -275,6 +301,10 @@ class RequestFramer::Parser : public http::basic_parser<true> {
       }
     }
     if (field == http::field::content_encoding) content_encoding_.push_back(std::string(TrimOws(v)));
+    if (EqualsIgnoreCase({name.data(), name.size()}, kAlignedAtField)) {
+      // A hint for the body's layout only: whoever reads the body checks the field itself.
+      if (Result<size_t> at = ParseHeaderContentLength({v.data(), v.size()}); at.ok()) aligned_at_ = *at;
+    }
     if (field == http::field::expect) {
       if (!EqualsIgnoreCase(TrimOws(v), "100-continue")) return Fail(417, "unsupported expectation '" + Shown(v) + "'", ec);
       expects_continue_ = true;
@@ -283,6 +313,13 @@ class RequestFramer::Parser : public http::basic_parser<true> {
   }
 
   void on_header_impl(error_code& ec) override {
+    CheckHeader(ec);
+    // The body's buffer is ready when the header ends, so that the transport can read even its
+    // first bytes into it (Beast calls on_body_init_impl only when body bytes come).
+    if (!ec) PrepareFixedBody(content_length());
+  }
+
+  void CheckHeader(error_code& ec) {
     if (http_version_ >= 11 && hosts_ != 1) {
       return Fail(400, "an HTTP/1.1 request needs exactly one Host header (RFC 9112 section 3.2); it has " +
                            std::to_string(hosts_), ec);
@@ -307,8 +344,22 @@ class RequestFramer::Parser : public http::basic_parser<true> {
     inflating_ = true;
   }
 
-  void on_body_init_impl(const boost::optional<std::uint64_t>& content_length, error_code&) override {
-    if (content_length && !inflating_) body_.reserve(static_cast<size_t>(*content_length));
+  void on_body_init_impl(const boost::optional<std::uint64_t>&, error_code&) override {}
+
+  // For a body of known length and no content coding: its one buffer.
+  void PrepareFixedBody(const boost::optional<std::uint64_t>& content_length) {
+    if (!content_length || inflating_ || *content_length == 0 || in_fixed_) return;
+    // The body's one buffer (Beast has refused a length over the body limit already). A kept one
+    // (Tensor::Reusable) when an earlier body of this size gave it back: its pages are mapped.
+    const auto length = static_cast<size_t>(*content_length);
+    size_t capacity = length + kBodyAlign;
+    if (capacity >= kBodyGranule) capacity = (capacity + kBodyGranule - 1) / kBodyGranule * kBodyGranule;
+    fixed_ = Tensor::Reusable(DataType::kUInt8, {static_cast<int64_t>(capacity)});
+    const size_t aligned_at = aligned_at_ <= length ? aligned_at_ : 0;
+    const auto base = reinterpret_cast<uintptr_t>(fixed_.data()) + aligned_at;
+    fixed_start_ = (kBodyAlign - base % kBodyAlign) % kBodyAlign;
+    fixed_length_ = length;
+    in_fixed_ = true;
   }
 
   std::size_t on_body_impl(boost::beast::string_view body, error_code& ec) override {
@@ -341,8 +392,22 @@ class RequestFramer::Parser : public http::basic_parser<true> {
   }
 
   void Append(std::string_view bytes, error_code& ec) {
+    if (in_fixed_) {
+      if (!Grow(bytes.size(), ec)) return;
+      const std::span<char> tail = FixedTail();
+      // Bytes read straight into the tail (RequestFramer::body_tail) are in place already.
+      if (bytes.data() != tail.data()) {
+        std::memcpy(tail.data(), bytes.data(), bytes.size());  // Beast passes at most the length
+        copied_ += bytes.size();
+      }
+      fixed_size_ += bytes.size();
+      return;
+    }
     if (!inflating_) {
-      if (Grow(bytes.size(), ec)) body_.append(bytes);
+      if (Grow(bytes.size(), ec)) {
+        body_.append(bytes);
+        copied_ += bytes.size();
+      }
       return;
     }
     compressed_bytes_ += bytes.size();
@@ -372,6 +437,7 @@ class RequestFramer::Parser : public http::basic_parser<true> {
         }
         if (!Grow(produced, ec)) return;
         body_.append(out, produced);
+        copied_ += produced;
       }
       if (rc == Z_STREAM_END) stream_ended_ = true;
       if (rc == Z_BUF_ERROR) break;
@@ -391,6 +457,7 @@ class RequestFramer::Parser : public http::basic_parser<true> {
   bool inflating_ = false;
   bool stream_ended_ = false;
   size_t compressed_bytes_ = 0;
+  size_t aligned_at_ = 0;  // Inference-Header-Content-Length, when sent
 
   friend class RequestFramer;
 };
@@ -415,7 +482,11 @@ std::optional<uint64_t> RequestFramer::body_bytes_left() const {
   if (!left || parser_->chunked()) return std::nullopt;
   return *left;
 }
-std::string& RequestFramer::body() { return parser_->body_; }
+std::string_view RequestFramer::body() const { return parser_->Body(); }
+std::span<char> RequestFramer::body_tail() {
+  return parser_->framer_state_ == State::kBody ? parser_->FixedTail() : std::span<char>();
+}
 size_t RequestFramer::reserved_bytes() const { return parser_->reserved_; }
+size_t RequestFramer::copied_bytes() const { return parser_->copied_; }
 
 }  // namespace ebb::server

@@ -29,7 +29,12 @@
 //
 // Memory: the framer holds the request's header fields and its decoded body, nothing else; the
 // caller keeps unconsumed bytes. Before the body grows, `reserve(bytes)` is asked; when it
-// refuses, the request fails with 503 (the transport's budget of body bytes in flight).
+// refuses, the request fails with 503 (the transport's budget of body bytes in flight). A body of
+// known length and no content coding has one buffer of its length from the start (Beast has
+// checked it against the limit), a kept one where a body of that size gave one back
+// (Tensor::Reusable), laid out so that its byte at `Inference-Header-Content-Length` (where the
+// KServe binary tensor data begins) is 64-byte aligned: the decoder can then use binary inputs
+// where they lie. Other bodies grow as they arrive.
 //
 // Thread safety: none; one framer per request, used by one thread at a time.
 #pragma once
@@ -39,6 +44,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -97,10 +103,16 @@ class RequestFramer {
   // Valid in kBody: the bytes of a Content-Length body still to come (as sent, before any
   // decompression); nullopt for a chunked body, whose length is not known.
   std::optional<uint64_t> body_bytes_left() const;
-  // Valid in kComplete: the decoded body (the caller may move it out).
-  std::string& body();
+  // Valid in kComplete: the decoded body. Valid until the framer goes.
+  std::string_view body() const;
+  // Valid in kBody: where the rest of a body of known length and no content coding goes, so that
+  // the caller can read it from the socket straight there (then Feed those bytes: the framer sees
+  // that they are in place and copies nothing). Empty for other bodies, which Feed copies.
+  std::span<char> body_tail();
   // Bytes granted by `reserve` so far (what the caller's budget holds for this request).
   size_t reserved_bytes() const;
+  // Body bytes Feed copied (what was not read into body_tail()).
+  size_t copied_bytes() const;
 
  private:
   class Parser;

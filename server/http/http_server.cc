@@ -18,9 +18,11 @@
 #include <chrono>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <thread>
 #include <unordered_set>
+#include <vector>
 
 #include "http_framing.h"
 #include "port.h"
@@ -41,6 +43,9 @@ constexpr size_t kQuickBodyBytes = 64u << 10;
 constexpr auto kLoneWindow = std::chrono::milliseconds(1);
 constexpr size_t kHeaderReadBytes = 16u << 10;
 constexpr size_t kBodyReadBytes = 64u << 10;
+// A read straight into a body's buffer (RequestFramer::body_tail) takes at most this much, so that
+// the budget of body bytes in flight is asked before every MiB lands, as before every 64 KiB read.
+constexpr size_t kInPlaceReadBytes = 1u << 20;
 constexpr auto kLingerRead = std::chrono::seconds(2);   // after a closing reply, drain the client's
 constexpr auto kLingerTotal = std::chrono::seconds(5);  // bytes so that it can read the reply (no RST)
 constexpr size_t kMaxRefusing = 64;   // refused connections being answered at once; beyond: closed
@@ -247,6 +252,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
         break;
       case Phase::kBody:
         SetDeadline(std::min(now + std::chrono::seconds(t_.options.read_timeout_s), body_deadline_));
+        if (const std::span<char> tail = framer_->body_tail(); !tail.empty() && buffer_.size() == 0) {
+          // A body of known length: read where the framer keeps it, not into buffer_ and then copied.
+          socket_.async_read_some(asio::buffer(tail.data(), std::min(tail.size(), kInPlaceReadBytes)),
+                                  [self = shared_from_this()](const error_code& ec, size_t n) { self->OnBodyRead(ec, n); });
+          return;
+        }
         want = kBodyReadBytes;
         // No more room than the rest of a body of known length needs: a small body then fits in
         // the buffer the header came in, instead of growing it to 64 KiB and shrinking it back
@@ -275,6 +286,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
     Frame();
   }
 
+  // `n` bytes read into the framer's body_tail().
+  void OnBodyRead(const error_code& ec, size_t n) {
+    if (phase_ != Phase::kBody) return;  // cancelled
+    if (ec) return OnRead(ec, 0);
+    const std::span<char> tail = framer_->body_tail();
+    framer_->Feed({tail.data(), n});  // in place: nothing copied
+    if (OnFramed()) Read();
+  }
+
   // Feeds the buffered bytes to the framer and acts on what it says.
   void Frame() {
     for (;;) {
@@ -282,26 +302,36 @@ class Connection : public std::enable_shared_from_this<Connection> {
       const auto data = buffer_.data();
       const size_t used = framer_->Feed({static_cast<const char*>(data.data()), data.size()});
       buffer_.consume(used);
-      switch (framer_->state()) {
-        case RequestFramer::State::kFailed: return Fail(framer_->error().status, framer_->error().message);
-        case RequestFramer::State::kComplete: return Dispatch();
-        case RequestFramer::State::kHeader:
-          if (phase_ == Phase::kIdle && framer_->started()) {
-            phase_ = Phase::kHeader;
-            header_deadline_ = Clock::now() + std::chrono::seconds(t_.options.header_timeout_s);
-          }
-          break;
-        case RequestFramer::State::kBody:
-          if (phase_ != Phase::kBody) {
-            phase_ = Phase::kBody;
-            body_deadline_ = Clock::now() + std::chrono::seconds(t_.options.body_timeout_s);
-            if (framer_->expects_continue() && buffer_.size() == 0) return SendContinue();
-          }
-          break;
-      }
+      if (!OnFramed()) return;
       if (used == 0 || buffer_.size() == 0) break;
     }
     Read();
+  }
+
+  // Acts on the framer's state after a Feed; false when the connection moved on (a reply, an error
+  // reply, 100 Continue) and must not read.
+  bool OnFramed() {
+    switch (framer_->state()) {
+      case RequestFramer::State::kFailed: Fail(framer_->error().status, framer_->error().message); return false;
+      case RequestFramer::State::kComplete: Dispatch(); return false;
+      case RequestFramer::State::kHeader:
+        if (phase_ == Phase::kIdle && framer_->started()) {
+          phase_ = Phase::kHeader;
+          header_deadline_ = Clock::now() + std::chrono::seconds(t_.options.header_timeout_s);
+        }
+        break;
+      case RequestFramer::State::kBody:
+        if (phase_ != Phase::kBody) {
+          phase_ = Phase::kBody;
+          body_deadline_ = Clock::now() + std::chrono::seconds(t_.options.body_timeout_s);
+          if (framer_->expects_continue() && buffer_.size() == 0) {
+            SendContinue();
+            return false;
+          }
+        }
+        break;
+    }
+    return true;
   }
 
   void SendContinue() {
@@ -405,41 +435,75 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     const std::string_view coding = AcceptedCoding(request.Header("Accept-Encoding"));
     const bool compressible = reply.content_type.starts_with("application/json") || reply.content_type.starts_with("text/");
-    if (!coding.empty() && compressible && reply.body.size() >= kCompressMinBytes && Compress(reply.body, coding == "gzip")) {
+    if (!coding.empty() && compressible && reply.tail.empty() && reply.body.size() >= kCompressMinBytes &&
+        Compress(reply.body, coding == "gzip")) {
       reply.headers.emplace_back("Content-Encoding", coding);
       reply.headers.emplace_back("Vary", "Accept-Encoding");
     }
     return reply;
   }
 
-  // A reply on its way out: status line and header fields, body, and how much went out already.
+  // A reply on its way out: status line and header fields, body (a string, then the tail: views
+  // of memory that `tail_owner` holds, binary outputs sent where they lie), and how much went out.
   struct Outgoing {
     std::string head, body;
+    std::vector<std::string_view> tail;
+    std::shared_ptr<const void> tail_owner;
     size_t sent = 0;
     bool failed = false;
+
+    // The pieces in order (computed on each call: moving the strings moves their bytes).
+    std::vector<std::string_view> Pieces() const {
+      std::vector<std::string_view> pieces;
+      pieces.reserve(2 + tail.size());
+      pieces.emplace_back(head);
+      if (!body.empty()) pieces.emplace_back(body);
+      for (std::string_view piece : tail) pieces.push_back(piece);
+      return pieces;
+    }
+    size_t size() const {
+      size_t size = head.size() + body.size();
+      for (std::string_view piece : tail) size += piece.size();
+      return size;
+    }
+    // The pieces not yet sent, the first one cut where it was left.
+    std::vector<std::string_view> Unsent() const {
+      std::vector<std::string_view> unsent;
+      size_t skip = sent;
+      for (std::string_view piece : Pieces()) {
+        if (skip >= piece.size()) {
+          skip -= piece.size();
+          continue;
+        }
+        unsent.push_back(piece.substr(skip));
+        skip = 0;
+      }
+      return unsent;
+    }
   };
 
   Outgoing Prepare(HttpReply reply) const {
     const bool closing = !keep_alive_ || t_.stopping;  // as OnWritten decides
     const std::string_view connection = closing ? "close" : http10_ ? "keep-alive" : "";
     Outgoing out;
-    out.head = FormatHead(reply, reply.body.size(), connection);
-    if (!head_request_) out.body = std::move(reply.body);
+    out.head = FormatHead(reply, reply.body_size(), connection);
+    if (!head_request_) {
+      out.body = std::move(reply.body);
+      out.tail = std::move(reply.tail);
+      out.tail_owner = std::move(reply.tail_owner);
+    }
     return out;
   }
 
-  // Writes what the socket takes without waiting (a worker, while the request is handled).
+  // Writes what the socket takes without waiting (a worker, while the request is handled), two
+  // pieces a system call.
   void SendNow(Outgoing& out) {
     const auto socket = static_cast<intptr_t>(socket_.native_handle());
-    while (out.sent < out.head.size() + out.body.size()) {
-      int64_t n;
-      if (out.sent < out.head.size()) {
-        n = port::SendWithoutWaiting(socket, out.head.data() + out.sent, out.head.size() - out.sent,
-                                     out.body.data(), out.body.size());
-      } else {
-        const size_t at = out.sent - out.head.size();
-        n = port::SendWithoutWaiting(socket, out.body.data() + at, out.body.size() - at, nullptr, 0);
-      }
+    const size_t total = out.size();
+    while (out.sent < total) {
+      const std::vector<std::string_view> unsent = out.Unsent();
+      const std::string_view second = unsent.size() > 1 ? unsent[1] : std::string_view();
+      const int64_t n = port::SendWithoutWaiting(socket, unsent[0].data(), unsent[0].size(), second.data(), second.size());
       if (n <= 0) {
         out.failed = n < 0;
         return;
@@ -453,21 +517,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
     DropRequest();  // the body is freed and its budget given back before the reply goes out
     if (phase_ == Phase::kClosed) return;
     if (out.failed) return CloseNow();
-    head_ = std::move(out.head);
-    body_ = std::move(out.body);
+    reply_ = std::move(out);
     phase_ = Phase::kWriting;
-    if (out.sent == head_.size() + body_.size()) return OnWritten({});
+    if (reply_.sent == reply_.size()) return OnWritten({});
     SetDeadline(Clock::now() + std::chrono::seconds(t_.options.write_timeout_s));
-    const size_t body_sent = out.sent > head_.size() ? out.sent - head_.size() : 0;
-    const std::array<asio::const_buffer, 2> buffers{asio::buffer(head_) + std::min(out.sent, head_.size()),
-                                                    asio::buffer(body_) + body_sent};
-    asio::async_write(socket_, buffers, [self = shared_from_this()](const error_code& ec, size_t) { self->OnWritten(ec); });
+    std::vector<asio::const_buffer> buffers;
+    for (std::string_view piece : reply_.Unsent()) buffers.emplace_back(piece.data(), piece.size());
+    asio::async_write(socket_, std::move(buffers),
+                      [self = shared_from_this()](const error_code& ec, size_t) { self->OnWritten(ec); });
   }
 
   void OnWritten(const error_code& ec) {
     if (phase_ != Phase::kWriting) return;
-    std::string().swap(head_);
-    std::string().swap(body_);
+    reply_ = Outgoing();  // frees the body, and the outputs its tail viewed
     if (ec) return CloseNow();
     if (!keep_alive_ || t_.stopping) return LingeringClose();
     phase_ = Phase::kIdle;
@@ -537,11 +599,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void CloseNow() {
     if (phase_ == Phase::kClosed) return;
-    if (phase_ != Phase::kHandling) DropRequest();  // while handling, a worker uses it
+    const bool handling = phase_ == Phase::kHandling;
     phase_ = Phase::kClosed;
     error_code ignored;
     timer_.cancel();
-    socket_.close(ignored);
+    socket_.close(ignored);  // first: a read in progress may be writing into the request's body
+    if (!handling) DropRequest();  // while handling, a worker uses it
   }
 
   void DropRequest() {
@@ -580,7 +643,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool keep_alive_ = true;
   bool head_request_ = false;
   bool http10_ = false;
-  std::string head_, body_;  // the reply being written
+  Outgoing reply_;  // the reply being written
   Clock::time_point header_deadline_, body_deadline_, linger_end_;
   Clock::time_point deadline_ = Clock::time_point::max();
   Clock::time_point armed_at_;

@@ -2,7 +2,7 @@
 // Debian ships either build a tree (nlohmann-json: ~90 bytes per body byte) or convert numbers
 // inexactly or slowly (RapidJSON's default and full-precision modes), and simdjson needs ~5x the
 // body in index buffers; a flat loop over one array with std::from_chars is exact and the fastest
-// of them (`ebb bench json`). The rest of the request is read by RapidJSON (protocol.cc).
+// of them (`ebb bench json`). The rest of the request is read by RapidJSON (protocol_decode.cc).
 #include "json_data.h"
 
 #include <charconv>
@@ -393,7 +393,7 @@ class Scanner {
   size_t body_offset_;
 };
 
-// -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, read by std::from_chars (this is the hot loop): it
+// -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, read by FromCharsDouble (this is the hot loop): it
 // finds the end and the value at once. What it accepts beyond JSON's grammar ("-inf", "01", "1.",
 // "1.e5") is refused by looking at the integer part first; it stops before an exponent without
 // digits, which then fails as a missing ','.
@@ -410,7 +410,7 @@ bool Scanner::Number(Token* t) {
     p_ = q + 1;
     return Fail("a number needs digits after '.'");
   }
-  const auto [ptr, ec] = std::from_chars(start, end_, t->value);
+  const auto [ptr, ec] = FromCharsDouble(start, end_, t->value);
   p_ = ptr;
   t->kind = Token::Kind::kNumber;
   t->text = std::string_view(start, static_cast<size_t>(ptr - start));
@@ -538,7 +538,7 @@ Result<Tensor> Decode(std::string_view text, const DataSpec& spec, size_t* end) 
   FixedSink<Decoder> sink;
   Tensor tensor;
   if (!CannotHold(text, spec.count)) {
-    tensor = detail::NewReusableTensor(spec.type, spec.shape);  // warm if a request before left it
+    tensor = Tensor::Reusable(spec.type, spec.shape);  // warm if a request before left it
     sink.out = reinterpret_cast<typename Decoder::Element*>(tensor.data());
     sink.capacity = spec.count;
   }

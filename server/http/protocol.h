@@ -46,9 +46,15 @@
 // input's "datatype" or "shape" is found first and decoded when the input object ends.
 // parameters.keep_alive is checked by CheckKeepAlive (core/inference.h), as over gRPC.
 //
+// Implementation: protocol_decode.cc (ParseInferRequest, ParseHeaderContentLength) and
+// protocol_encode.cc (BinaryOutputs::Wants, EncodeInferResponse, EncodeError); what both use is in
+// protocol_internal.h. This is the codec's one public header.
+//
 // Thread safety: all functions are pure; call them from any thread.
 // Ownership: ParseInferRequest copies tensor data out of `body` into the returned tensors, so the
-// body may be freed afterwards. The encoders copy what they need into the returned strings.
+// body may be freed afterwards, unless ParseOptions::borrow_binary lets binary inputs view it. The
+// encoders copy what they need into the returned strings, except binary outputs, which
+// EncodedResponse::binary views in the response.
 #pragma once
 
 #include <cstddef>
@@ -95,6 +101,12 @@ struct ParseOptions {
   // Largest element count accepted for one input (a policy limit; shapes whose byte size
   // overflows int64 are always refused).
   int64_t max_input_elements = std::numeric_limits<int64_t>::max();
+  // Binary inputs of fixed-size types whose bytes lie in `body` aligned for their type become
+  // views of the body (Tensor::Borrow), not copies: the caller keeps `body` alive and unwritten
+  // while the request's tensors live (the HTTP front end: the body lives until the reply is
+  // made, and the transport lays it out so that the binary section starts 64-byte aligned).
+  // BOOL inputs (checked 0 or 1) are viewed too; BYTES inputs are always copied.
+  bool borrow_binary = false;
 };
 
 // Parses the value of the Inference-Header-Content-Length HTTP header: decimal digits, optionally
@@ -108,12 +120,18 @@ struct ParseOptions {
                                                      const ParseOptions& options = {});
 
 struct EncodedResponse {
-  std::string body;                    // JSON header, then any binary output data
+  std::string body;  // the JSON header (the whole body when no output is binary)
+  // The binary outputs' bytes, in order: the rest of the body. Views of the response's tensors,
+  // not copies (a transport sends them from there): valid while the response lives.
+  std::vector<std::string_view> binary;
   std::optional<size_t> header_length;  // JSON header length; set iff any output is binary
+
+  // The whole body in one string: `body`, then `binary` (tests, fuzzers).
+  [[nodiscard]] std::string Joined() const;
 };
 
 // Encodes every output of `response`, in order. "model_version" is omitted when empty, "id" when
-// response.id is empty.
+// response.id is empty. The result's `binary` points into `response`, which must outlive it.
 [[nodiscard]] EncodedResponse EncodeInferResponse(const InferResponse& response, const BinaryOutputs& binary);
 
 // {"error":"<message>"}; invalid UTF-8 in `message` is replaced by U+FFFD.

@@ -49,8 +49,9 @@ Result<std::vector<std::string>> SplitPath(std::string_view target) {
   if (path.empty() || path[0] != '/') return InvalidArgument("the request target must be an absolute path");
   path.remove_prefix(1);
   if (!path.empty() && path.back() == '/') path.remove_suffix(1);
-  std::vector<std::string> segments(1);
+  std::vector<std::string> segments;
   segments.reserve(8);  // /v2/models/{m}/versions/{v}/infer: one allocation, not one per doubling
+  segments.emplace_back();
   for (size_t i = 0; i < path.size(); ++i) {
     const char c = path[i];
     if (c == '/') {
@@ -231,6 +232,12 @@ HttpReply ErrorReply(int status, std::string_view message) {
   return {status, EncodeError(message), "application/json", {}};
 }
 
+size_t HttpReply::body_size() const {
+  size_t size = body.size();
+  for (std::string_view piece : tail) size += piece.size();
+  return size;
+}
+
 HttpReply ReplyFor(const Status& status) {
   int code = 500;
   switch (status.code()) {
@@ -347,18 +354,26 @@ HttpReply RestApi::Infer(const std::string& model, const std::string& version, c
       if (!parsed.ok()) return parsed.status();
       json_length = *parsed;
     }
-    Result<RestInferRequest> parsed =
-        ParseInferRequest(request.body, json_length, {service_.options().max_input_elements});
+    // The body outlives the request's tensors (it lives until Handle returns), so binary inputs
+    // are used where they lie in it.
+    Result<RestInferRequest> parsed = ParseInferRequest(
+        request.body, json_length, {.max_input_elements = service_.options().max_input_elements, .borrow_binary = true});
     if (!parsed.ok()) return parsed.status();
     binary = std::move(parsed->binary);
     return std::move(parsed->request);
   }, request.cancelled);
   if (!response.ok()) return ReplyFor(response.status());
-  EncodedResponse encoded = EncodeInferResponse(*response, binary);
+  // The reply holds the response: its binary outputs are sent from the tensors themselves.
+  auto outputs = std::make_shared<const InferResponse>(std::move(response).value());
+  EncodedResponse encoded = EncodeInferResponse(*outputs, binary);
   HttpReply reply{200, std::move(encoded.body), "application/json", {}};
   if (encoded.header_length) {
     reply.content_type = "application/octet-stream";
     reply.headers.emplace_back(std::string(kInferenceHeaderContentLength), std::to_string(*encoded.header_length));
+  }
+  if (!encoded.binary.empty()) {
+    reply.tail = std::move(encoded.binary);
+    reply.tail_owner = std::move(outputs);
   }
   return reply;
 }

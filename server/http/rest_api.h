@@ -17,11 +17,14 @@
 // "/v2"). An unknown path is 404; a known path with the wrong method is 405.
 //
 // Thread safety: Handle() may be called concurrently.
-// Ownership: the request's views must stay valid during Handle(); the reply
-// owns its body.
+// Ownership: the request's views must stay valid during Handle() (an
+// inference's binary inputs are used where they lie in the body, not copied:
+// ParseOptions::borrow_binary); the reply owns its body (its tail through
+// tail_owner).
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -55,6 +58,14 @@ struct HttpReply {
   std::string body;
   std::string content_type = "application/json";
   std::vector<std::pair<std::string, std::string>> headers;
+  // The rest of the body, after `body`: views of memory that `tail_owner` holds (an inference's
+  // binary outputs, where its run left them), for a transport to send as they are (scatter/gather
+  // writes) instead of copying them into `body`.
+  std::vector<std::string_view> tail;
+  std::shared_ptr<const void> tail_owner;
+
+  // The body's length: `body` and `tail`.
+  size_t body_size() const;
 };
 
 // The one mapping from an ebb Status to an HTTP reply.

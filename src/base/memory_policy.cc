@@ -208,6 +208,11 @@ std::string MemoryPolicyToJson(const MemoryPolicy& p) {
   return j.dump(2);
 }
 
+ReleaseMode OperationReleaseMode(const MemoryPolicy& policy, std::optional<ReleaseMode> chosen) {
+  if (chosen) return *chosen;
+  return policy.release == ReleaseMode::kIdle ? ReleaseMode::kOperationEnd : policy.release;
+}
+
 const char* ReleaseModeName(ReleaseMode mode) { return kRelease.Name(mode); }
 std::optional<ReleaseMode> ParseReleaseMode(std::string_view name) { return kRelease.Parse(name); }
 const char* GraphOptimizationName(GraphOptimization level) { return kGraphOptimization.Name(level); }

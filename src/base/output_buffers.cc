@@ -1,5 +1,5 @@
 // Output buffers the run boundary writes into, kept for the next run of the same operation
-// (ebb/tensor.h, detail::OutputBuffers). A tensor's bytes of 128 KiB and more are mmap'd by
+// (ebb/tensor.h, detail::OutputBuffers; public as Tensor::Reusable and ReusableBufferScope). A tensor's bytes of 128 KiB and more are mmap'd by
 // glibc (ebb fixes its threshold, ort_context.cc), so a fresh output buffer costs one page fault
 // per 4 KiB page on every run, where plain ORT writes its outputs into arena pages it already
 // touched. A buffer given back by its tensor is kept here (a few, bounded) and handed to the next
@@ -91,3 +91,11 @@ size_t OutputBuffers::kept_bytes() {
 }
 
 }  // namespace ebb::detail
+
+namespace ebb {
+
+ReusableBufferScope::~ReusableBufferScope() {
+  if (!keep_) detail::OutputBuffers::Drop();
+}
+
+}  // namespace ebb

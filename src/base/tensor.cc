@@ -165,14 +165,14 @@ Result<Tensor> Tensor::Allocate(DataType type, Shape shape) {
 Tensor::Tensor(DataType type, Shape shape, size_t byte_size)
     : type_(type), shape_(std::move(shape)), size_(byte_size), data_(new std::byte[size_]) {}
 
-Tensor detail::NewReusableTensor(DataType type, Shape shape) {
+Tensor Tensor::Reusable(DataType type, Shape shape) {
   Tensor t;
   t.type_ = type;
   t.shape_ = std::move(shape);
   t.size_ = RequiredByteSize(type, t.shape_);
   uint64_t epoch = 0;
-  std::byte* data = OutputBuffers::Take(t.size_, &epoch);
-  t.data_ = std::unique_ptr<std::byte[], TensorDeleter>(data, TensorDeleter{true, t.size_, epoch});
+  std::byte* data = detail::OutputBuffers::Take(t.size_, &epoch);
+  t.data_ = std::unique_ptr<std::byte[], detail::TensorDeleter>(data, detail::TensorDeleter{true, t.size_, epoch});
   return t;
 }
 

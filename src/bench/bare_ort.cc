@@ -18,7 +18,10 @@ namespace {
 // The process's plain ORT environment, created on first use and kept (an
 // application creates its env once).
 Ort::Env& PlainEnv() {
-  static Ort::Env env(ORT_LOGGING_LEVEL_FATAL, "ebb-bench-plain-ort");
+  static Ort::Env env = [] {
+    const port::OrtStderrSilenced quiet;  // as ebb's own environment (port.h)
+    return Ort::Env(ORT_LOGGING_LEVEL_FATAL, "ebb-bench-plain-ort");
+  }();
   return env;
 }
 

@@ -66,14 +66,7 @@ struct ebb_control_t {
 };
 
 struct ebb_operation_t {
-  enum class State { kOpen, kAborted, kClosed };
-  std::shared_ptr<ebb::Runtime> runtime;
-  int total = 0;  // 0: not planned
-  ebb_control_t* control = nullptr;
-  State state = State::kOpen;
-  int done = 0;
-  bool released = false;
-  std::string ended;  // why it ended early
+  ebb::ScopedOperation operation;
 };
 
 struct ebb_pool_options_t {
@@ -81,26 +74,13 @@ struct ebb_pool_options_t {
   bool wait_events = false;  // ebb_pool_options_set_wait_events
 };
 
-namespace ebb::c_api {
-
-// The pool and what it needs: the runtime is declared first so that it
-// outlives the pool; the pool goes first, joining its keep-alive thread.
-struct PoolCore {
-  std::shared_ptr<Runtime> runtime;
-  ebb_pool_event_fn on_event = nullptr;
-  void* user_data = nullptr;
-  bool wait_events = false;  // pass kWait events on
-  std::unique_ptr<ModelPool> pool;
-};
-
-}  // namespace ebb::c_api
-
+// ModelPool::Create's pool: it keeps its runtime alive, and a lease keeps its pool.
 struct ebb_pool_t {
-  std::shared_ptr<ebb::c_api::PoolCore> core;
+  std::shared_ptr<ebb::ModelPool> pool;
 };
 
 struct ebb_lease_t {
-  std::shared_ptr<ebb::c_api::PoolCore> core;  // the pool outlives its lease
+  std::shared_ptr<ebb::ModelPool> pool;  // declared first: the pool outlives its lease
   std::optional<ebb::Lease> lease;
   ebb_session_t session;  // borrowed by the caller; destroyed before the lease
 };

@@ -1,30 +1,15 @@
 // Operations of the C API (include/ebb/c.h): the control (progress and
-// cancellation), the operation a caller drives run by run, the ready-made
-// operations, and the benchmark's C++ baseline.
+// cancellation), the operation a caller drives run by run, and the ready-made
+// operations.
 //
-// ebb_operation_t is what Python's `with runtime.operation()` block is
-// (python/src/bind_operations.cc, BlockOperation), made with the library's own
-// tools: RunFlags::ends_operation on a planned last run, or Runtime::Trim when
-// the operation ends without one, as ebb::Operation::Abort does.
-#include <time.h>
-
-#include <chrono>
-
+// ebb_operation_t is ebb::ScopedOperation (ebb/operation.h) behind a handle: the state machine
+// of a caller-driven operation is the library's, wrapped alike by every binding.
 #include "c_api.h"
 #include "ebb/memory_policy.h"
 #include "ebb/tiler.h"
 
 namespace ebb::c_api {
 namespace {
-
-using State = ebb_operation_t::State;
-
-// Ends `op` early: its memory goes back now.
-void Abort(ebb_operation_t& op) {
-  if (op.state == State::kOpen) op.state = State::kAborted;
-  (void)op.runtime->Trim();
-  op.released = true;
-}
 
 // A ready-made operation's answer as a new list.
 ebb_status_t* Results(Result<std::vector<Tensor>> results, ebb_tensors_t** out) {
@@ -41,14 +26,6 @@ ebb_status_t* CheckFramesCall(const char* function, ebb_runtime_t* runtime, cons
   if (!runtime) return NullArgument(function, "runtime");
   if (!session) return NullArgument(function, "session");
   return nullptr;
-}
-
-// The calling thread's CPU time: with one intra-op thread a run's work is on the calling thread,
-// and a JVM's own threads (JIT, GC) are not counted.
-double CpuSeconds() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
 }  // namespace
@@ -104,11 +81,7 @@ ebb_status_t* ebb_operation_create(ebb_runtime_t* runtime, int planned_runs, ebb
     if (planned_runs < 0) {
       return Error(StatusCode::kInvalidArgument, std::string(kFn) + ": planned_runs must be >= 0 (0: not planned)");
     }
-    auto op = std::make_unique<ebb_operation_t>();
-    op->runtime = runtime->runtime;
-    op->total = planned_runs;
-    op->control = control;
-    *out = op.release();
+    *out = new ebb_operation_t{ScopedOperation(runtime->runtime, planned_runs, OptionsOf(control))};
     return nullptr;
   });
 }
@@ -122,39 +95,13 @@ ebb_status_t* ebb_operation_run(ebb_operation_t* operation, ebb_session_t* sessi
     *outputs = nullptr;
     if (!operation) return NullArgument(kFn, "operation");
     if (!session) return NullArgument(kFn, "session");
-    ebb_operation_t& op = *operation;
-    if (op.state != State::kOpen) {
-      return ToC(FailedPrecondition(op.ended.empty() ? "this operation has ended"
-                                                     : "this operation already ended: " + op.ended));
-    }
-    if (op.total > 0 && op.done >= op.total) {
-      return ToC(FailedPrecondition("this operation planned " + std::to_string(op.total) +
-                                    " runs and all of them are done"));
-    }
-    if (op.control && op.control->stop.stop_requested()) {
-      Status cancelled = Cancelled("operation cancelled after " + std::to_string(op.done) + " runs");
-      Abort(op);
-      op.ended = cancelled.ToString();
-      return ToC(cancelled);
-    }
     Result<std::vector<NamedTensor>> in = Inputs(kFn, input_names, inputs, input_count);
     if (!in.ok()) return ToC(in.status());
     Result<std::vector<std::string>> names = Names(kFn, output_names, output_count);
     if (!names.ok()) return ToC(names.status());
-    RunFlags flags;
-    flags.ends_operation = op.total > 0 && op.done + 1 == op.total;  // the planned last run releases
-    flags.outputs = std::move(*names);
-    Result<std::vector<NamedTensor>> out = session->session->Run(*in, flags);
-    if (!out.ok()) {
-      Abort(op);  // as a failed ebb::Operation does
-      op.ended = out.status().ToString();
-      return ToC(out.status());
-    }
-    ++op.done;
-    op.released = op.released || flags.ends_operation;
+    Result<std::vector<NamedTensor>> out = operation->operation.Run(*session->session, *in, std::move(*names));
+    if (!out.ok()) return ToC(out.status());
     *outputs = ToList(std::move(out).value()).release();
-    ebb_control_t* c = op.control;
-    if (c && c->progress && c->progress(c->user_data, op.done, op.total) != 0) c->stop.request_stop();
     return nullptr;
   });
 }
@@ -163,32 +110,25 @@ ebb_status_t* ebb_operation_end(ebb_operation_t* operation) {
   constexpr const char* kFn = "ebb_operation_end";
   return Guard(kFn, [&]() -> ebb_status_t* {
     if (!operation) return NullArgument(kFn, "operation");
-    ebb_operation_t& op = *operation;
-    const State was = op.state;
-    op.state = State::kClosed;
-    if (was != State::kOpen) return nullptr;  // aborted: memory already given back
-    // No run was marked last: the memory goes back now.
-    if (!op.released && op.done > 0 && op.runtime->policy().release == ReleaseMode::kOperationEnd) {
-      op.released = true;
-      return ToC(op.runtime->Trim());
-    }
-    return nullptr;
+    return ToC(operation->operation.End());
   });
 }
 
-void ebb_operation_destroy(ebb_operation_t* operation) {
-  if (!operation) return;
-  ebb_status_destroy(ebb_operation_end(operation));
-  delete operation;
+void ebb_operation_abandon(ebb_operation_t* operation) {
+  if (operation) operation->operation.Abandon();
 }
 
-int ebb_operation_runs_done(const ebb_operation_t* operation) { return operation ? operation->done : 0; }
+void ebb_operation_destroy(ebb_operation_t* operation) { delete operation; }  // ends it if still open
 
-int ebb_operation_released(const ebb_operation_t* operation) { return operation && operation->released ? 1 : 0; }
-
-int ebb_operation_ended(const ebb_operation_t* operation) {
-  return !operation || operation->state != State::kOpen ? 1 : 0;
+int ebb_operation_runs_done(const ebb_operation_t* operation) {
+  return operation ? operation->operation.runs_done() : 0;
 }
+
+int ebb_operation_released(const ebb_operation_t* operation) {
+  return operation && operation->operation.released() ? 1 : 0;
+}
+
+int ebb_operation_ended(const ebb_operation_t* operation) { return !operation || operation->operation.ended() ? 1 : 0; }
 
 // --- Ready-made operations ---------------------------------------------------------------
 
@@ -246,32 +186,6 @@ ebb_status_t* ebb_run_pipeline(ebb_runtime_t* runtime, ebb_session_t* const* sta
     Result<std::vector<Tensor>> f = Frames(kFn, frames, frame_count);
     if (!f.ok()) return ToC(f.status());
     return Results(RunPipeline(*runtime->runtime, sessions, *f, OptionsOf(control)), results);
-  });
-}
-
-// --- Benchmark support --------------------------------------------------------------------
-
-ebb_status_t* ebb_bench_time_runs(ebb_session_t* session, const char* const* input_names,
-                                  const ebb_tensor_t* const* inputs, size_t input_count, int iterations,
-                                  int ends_operation, double* wall_seconds, double* cpu_seconds) {
-  constexpr const char* kFn = "ebb_bench_time_runs";
-  return Guard(kFn, [&]() -> ebb_status_t* {
-    if (!session) return NullArgument(kFn, "session");
-    Result<std::vector<NamedTensor>> in = Inputs(kFn, input_names, inputs, input_count);
-    if (!in.ok()) return ToC(in.status());
-    RunFlags flags;
-    flags.ends_operation = ends_operation != 0;
-    for (int i = 0; i < iterations; ++i) {
-      const auto wall = std::chrono::steady_clock::now();
-      const double cpu = CpuSeconds();
-      Result<std::vector<NamedTensor>> out = session->session->Run(*in, flags);
-      const double cpu_s = CpuSeconds() - cpu;
-      const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count();
-      if (!out.ok()) return ToC(out.status());
-      if (wall_seconds) wall_seconds[i] = wall_s;
-      if (cpu_seconds) cpu_seconds[i] = cpu_s;
-    }
-    return nullptr;
   });
 }
 

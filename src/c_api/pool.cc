@@ -1,8 +1,7 @@
 // The model pool of the C API (include/ebb/c.h): ebb::ModelPool behind a
 // handle. Lifetimes: a lease keeps its pool alive, the pool its runtime
-// (shared ownership through PoolCore), so handles may be destroyed in any order.
+// (ModelPool::Create), so handles may be destroyed in any order.
 #include <algorithm>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -43,21 +42,6 @@ PoolOptions CDefaultOptions() {
 
 const ModelStatus* EntryAt(const ebb_pool_snapshot_t* snapshot, size_t index) {
   return snapshot && index < snapshot->models.size() ? &snapshot->models[index] : nullptr;
-}
-
-// Destroys a pool's core when its last handle goes. When that is a lease destroyed from on_event on
-// the pool's keep-alive thread (after ebb_pool_destroy), the pool cannot join its own thread there: a
-// thread of its own destroys it, once the keep-alive thread has returned from the callback and seen
-// the pool stop. Should not even that thread start, the core is left allocated rather than aborting.
-void DestroyCore(PoolCore* core) noexcept {
-  if (core->pool && core->pool->OnKeepAliveThread()) {
-    try {
-      std::thread([core] { delete core; }).detach();
-    } catch (...) {
-    }
-    return;
-  }
-  delete core;
 }
 
 ebb_status_t* NoName(const char* function, const ebb_pool_t* pool, const char* name) {
@@ -151,22 +135,17 @@ ebb_status_t* ebb_pool_create(ebb_runtime_t* runtime, const ebb_pool_options_t* 
         return Error(StatusCode::kInvalidArgument, std::string(kFn) + ": " + st.message());
       }
     }
-    std::shared_ptr<PoolCore> core(new PoolCore, DestroyCore);
-    core->runtime = runtime->runtime;
-    core->on_event = on_event;
-    core->user_data = user_data;
-    core->wait_events = options && options->wait_events;
     ModelPool::EventFn events;
     if (on_event) {
-      events = [raw = core.get()](const PoolEvent& e) {
+      const bool wait_events = options && options->wait_events;
+      events = [on_event, user_data, wait_events](const PoolEvent& e) {
         // A run that waited for memory only when asked for (ebb_pool_options_set_wait_events).
-        if (e.kind == PoolEvent::Kind::kWait && !raw->wait_events) return;
-        raw->on_event(raw->user_data, reinterpret_cast<const ebb_pool_event_t*>(&e));
+        if (e.kind == PoolEvent::Kind::kWait && !wait_events) return;
+        on_event(user_data, reinterpret_cast<const ebb_pool_event_t*>(&e));
       };
     }
-    core->pool = std::make_unique<ModelPool>(*core->runtime, options ? options->options : CDefaultOptions(),
-                                             std::move(events));
-    *out = new ebb_pool_t{std::move(core)};
+    *out = new ebb_pool_t{
+        ModelPool::Create(runtime->runtime, options ? options->options : CDefaultOptions(), std::move(events))};
     return nullptr;
   });
 }
@@ -185,7 +164,7 @@ ebb_status_t* ebb_pool_add(ebb_pool_t* pool, const char* name, const char* model
     if (load) spec.load = load->options;
     spec.pinned = pinned != 0;
     if (keep_alive_ms) spec.keep_alive_ms = *keep_alive_ms;
-    pool->core->pool->Add(std::move(spec));
+    pool->pool->Add(std::move(spec));
     return nullptr;
   });
 }
@@ -193,7 +172,7 @@ ebb_status_t* ebb_pool_add(ebb_pool_t* pool, const char* name, const char* model
 int ebb_pool_contains(const ebb_pool_t* pool, const char* name) {
   if (!pool || !name) return 0;
   try {
-    return pool->core->pool->Contains(name) ? 1 : 0;
+    return pool->pool->Contains(name) ? 1 : 0;
   } catch (...) {
     return 0;
   }
@@ -213,9 +192,9 @@ ebb_status_t* ebb_pool_acquire_for_run(ebb_pool_t* pool, const char* name, const
     *out = nullptr;
     if (ebb_status_t* bad = NoName(kFn, pool, name)) return bad;
     auto lease = std::make_unique<ebb_lease_t>();
-    lease->core = pool->core;
+    lease->pool = pool->pool;
     Result<Lease> acquired =
-        pool->core->pool->Acquire(name, AcquireArgs(keep_alive_ms, load_on_demand, run_elements, timeout_ms));
+        pool->pool->Acquire(name, AcquireArgs(keep_alive_ms, load_on_demand, run_elements, timeout_ms));
     if (!acquired.ok()) return ToC(acquired.status());
     lease->lease.emplace(std::move(acquired).value());
     lease->session.session = lease->lease->session();
@@ -244,7 +223,7 @@ ebb_status_t* ebb_pool_run_with_recovery(ebb_pool_t* pool, const char* name, con
   return Guard(kFn, [&]() -> ebb_status_t* {
     if (ebb_status_t* bad = NoName(kFn, pool, name)) return bad;
     if (!body) return NullArgument(kFn, "body");
-    return ToC(pool->core->pool->RunWithRecovery(
+    return ToC(pool->pool->RunWithRecovery(
         name, AcquireArgs(keep_alive_ms, load_on_demand), [&](const std::shared_ptr<Session>& session) -> Status {
           std::unique_ptr<ebb_session_t> handle = MakeSession(session);
           return FromC(body(user_data, handle.get()));
@@ -269,7 +248,7 @@ ebb_status_t* ebb_pool_run_within(ebb_pool_t* pool, const char* name, const int6
     if (ebb_status_t* bad = NoName(kFn, pool, name)) return bad;
     if (!body) return NullArgument(kFn, "body");
     const AcquireOptions options = AcquireArgs(keep_alive_ms, load_on_demand, run_elements, timeout_ms);
-    return ToC(pool->core->pool->RunWithRecovery(name, options, [&](const std::shared_ptr<Session>& session) -> Status {
+    return ToC(pool->pool->RunWithRecovery(name, options, [&](const std::shared_ptr<Session>& session) -> Status {
       std::unique_ptr<ebb_session_t> handle = MakeSession(session);
       return FromC(body(user_data, handle.get()));
     }));
@@ -280,7 +259,7 @@ ebb_status_t* ebb_pool_load(ebb_pool_t* pool, const char* name) {
   constexpr const char* kFn = "ebb_pool_load";
   return Guard(kFn, [&]() -> ebb_status_t* {
     if (ebb_status_t* bad = NoName(kFn, pool, name)) return bad;
-    return ToC(pool->core->pool->Load(name));
+    return ToC(pool->pool->Load(name));
   });
 }
 
@@ -288,7 +267,7 @@ ebb_status_t* ebb_pool_unload(ebb_pool_t* pool, const char* name) {
   constexpr const char* kFn = "ebb_pool_unload";
   return Guard(kFn, [&]() -> ebb_status_t* {
     if (ebb_status_t* bad = NoName(kFn, pool, name)) return bad;
-    return ToC(pool->core->pool->Unload(name));
+    return ToC(pool->pool->Unload(name));
   });
 }
 
@@ -296,14 +275,14 @@ ebb_status_t* ebb_pool_remove(ebb_pool_t* pool, const char* name) {
   constexpr const char* kFn = "ebb_pool_remove";
   return Guard(kFn, [&]() -> ebb_status_t* {
     if (ebb_status_t* bad = NoName(kFn, pool, name)) return bad;
-    return ToC(pool->core->pool->Remove(name));
+    return ToC(pool->pool->Remove(name));
   });
 }
 
 void ebb_pool_reap_now(ebb_pool_t* pool) {
   if (!pool) return;
   try {
-    pool->core->pool->ReapNow();
+    pool->pool->ReapNow();
   } catch (...) {
   }
 }
@@ -311,7 +290,7 @@ void ebb_pool_reap_now(ebb_pool_t* pool) {
 int64_t ebb_pool_budget(const ebb_pool_t* pool, const char* device) {
   if (!pool || !device) return 0;
   try {
-    return pool->core->pool->budget(device);
+    return pool->pool->budget(device);
   } catch (...) {
     return 0;
   }
@@ -320,7 +299,7 @@ int64_t ebb_pool_budget(const ebb_pool_t* pool, const char* device) {
 int64_t ebb_pool_used(const ebb_pool_t* pool, const char* device) {
   if (!pool || !device) return 0;
   try {
-    return pool->core->pool->used(device);
+    return pool->pool->used(device);
   } catch (...) {
     return 0;
   }
@@ -340,7 +319,7 @@ ebb_status_t* ebb_pool_status(const ebb_pool_t* pool, const char* name, ebb_pool
     if (!out) return NullArgument(kFn, "out");
     *out = nullptr;
     if (ebb_status_t* bad = NoName(kFn, pool, name)) return bad;
-    Result<ModelStatus> status = pool->core->pool->StatusOf(name);
+    Result<ModelStatus> status = pool->pool->StatusOf(name);
     if (!status.ok()) return ToC(status.status());
     auto snapshot = std::make_unique<ebb_pool_snapshot_t>();
     snapshot->models.push_back(std::move(status).value());
@@ -356,7 +335,7 @@ ebb_status_t* ebb_pool_snapshot(const ebb_pool_t* pool, ebb_pool_snapshot_t** ou
     *out = nullptr;
     if (!pool) return NullArgument(kFn, "pool");
     auto snapshot = std::make_unique<ebb_pool_snapshot_t>();
-    snapshot->models = pool->core->pool->Snapshot();
+    snapshot->models = pool->pool->Snapshot();
     *out = snapshot.release();
     return nullptr;
   });
@@ -451,7 +430,7 @@ ebb_status_t* ebb_pool_predict_need_json(const ebb_pool_t* pool, const char* nam
     if (!json) return NullArgument(kFn, "json");
     *json = nullptr;
     if (ebb_status_t* bad = NoName(kFn, pool, name)) return bad;
-    Result<std::optional<NeedPrediction>> p = pool->core->pool->PredictNeed(name, input_elements);
+    Result<std::optional<NeedPrediction>> p = pool->pool->PredictNeed(name, input_elements);
     if (!p.ok()) return ToC(p.status());
     nlohmann::json j = nullptr;
     if (*p) {
@@ -468,7 +447,7 @@ char* ebb_pool_admission_json(const ebb_pool_t* pool) {
   if (!pool) return nullptr;
   try {
     nlohmann::json out = nlohmann::json::array();
-    for (const DeviceAdmission& d : pool->core->pool->Admission()) {
+    for (const DeviceAdmission& d : pool->pool->Admission()) {
       out.push_back({{"device", d.device},
                      {"memory_limit_bytes", d.memory_limit_bytes},
                      {"reserved_bytes", d.reserved_bytes},

@@ -176,7 +176,7 @@ ebb_status_t* ebb_runtime_trim(ebb_runtime_t* runtime) {
 uint64_t ebb_runtime_load_count(const ebb_runtime_t* runtime) { return runtime ? runtime->runtime->load_count() : 0; }
 
 size_t ebb_runtime_cached_count(const ebb_runtime_t* runtime) {
-  return runtime ? runtime->runtime->cache().size() : 0;
+  return runtime ? runtime->runtime->cached_sessions() : 0;
 }
 
 // --- Load options ----------------------------------------------------------------------

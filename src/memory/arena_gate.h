@@ -116,6 +116,12 @@ class ArenaGate {
     return in_flight_;
   }
 
+  // Runs waiting in EnterAlone (for tests and diagnostics).
+  int lone_waiting() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lone_waiting_;
+  }
+
   // For the idle release: when no run is in flight on a trimmable arena,
   // enters the arena as a run would (so a run starting meanwhile does not
   // carry a shrink under the trim) and returns true; the caller trims, then

@@ -25,6 +25,7 @@
 #include <mutex>
 #include <optional>
 
+#include "ebb/confined_path.h"
 #include "ebb/model_signature.h"
 #include "file_access.h"
 #include "port.h"
@@ -302,27 +303,18 @@ Result<std::string> ResolveExternalDataFile(const std::string& model_path, const
   if (relative.is_absolute()) {
     return InvalidArgument(named + ": the location is absolute; it must name a file in the model's folder");
   }
-  for (const fs::path& part : relative.lexically_normal()) {
-    if (part == "..") return InvalidArgument(named + ": the location leaves the model's folder");
-  }
   fs::path folder = port::PathFromUtf8(model_path).parent_path();
   if (folder.empty()) folder = ".";
-  const fs::path path = folder / relative;
+  Result<std::string> real = ResolveUnder(port::Utf8FromPath(folder), location, "the model's folder");
+  if (!real.ok()) {
+    const Status& why = real.status();
+    if (why.code() != StatusCode::kInvalidArgument) return FailedPrecondition(named + " " + why.message());
+    return InvalidArgument(named + " " + why.message() + "; a location out of the folder is refused");
+  }
   std::error_code ec;
-  const fs::path real_folder = fs::canonical(folder, ec);
-  if (ec) return FailedPrecondition(named + ": the model's folder cannot be read (" + ec.message() + ")");
-  if (!fs::exists(fs::symlink_status(path, ec)) || !fs::exists(path, ec)) {
-    return FailedPrecondition(named + " does not exist (looked for " + port::Utf8FromPath(path) + ")");
-  }
-  const fs::path real = fs::canonical(path, ec);
-  if (ec) return FailedPrecondition(named + " cannot be resolved: " + ec.message());
-  if (!PathInside(real_folder, real)) {
-    return InvalidArgument(named + " resolves outside the model's folder (to " + port::Utf8FromPath(real) +
-                           "); a link out of the folder is refused");
-  }
-  if (!fs::is_regular_file(real, ec)) return InvalidArgument(named + " is not a regular file");
-  if (fs::file_size(real, ec) == 0) return InvalidArgument(named + " is empty");
-  return port::Utf8FromPath(path);
+  if (!fs::is_regular_file(port::PathFromUtf8(*real), ec)) return InvalidArgument(named + " is not a regular file");
+  if (fs::file_size(port::PathFromUtf8(*real), ec) == 0) return InvalidArgument(named + " is empty");
+  return port::Utf8FromPath(folder / relative);
 }
 
 Result<std::string> IdentifyModelFiles(const std::string& model_path, const FileIdentity& model_identity,

@@ -1,5 +1,7 @@
 #include "file_access.h"
 
+#include "ebb/confined_path.h"
+
 #include <cstdio>
 #include <filesystem>
 
@@ -54,12 +56,12 @@ Result<CheckedFile> CheckedFile::Open(const std::string& path, const FileRules& 
   std::string target = path;
   std::string root;
   if (!rules.root.empty()) {
-    Result<std::string> real_root = port::RealPath(rules.root);
+    Result<std::string> real_root = RealPath(rules.root);
     if (!real_root.ok()) return InvalidArgument("the root '" + rules.root + "' " + real_root.status().message());
     root = *real_root;
-    Result<std::string> real = port::RealPath(path);
+    Result<std::string> real = RealPath(path);
     if (!real.ok()) return InvalidArgument(what + " '" + path + "' " + real.status().message());
-    if (!PathInside(port::PathFromUtf8(root), port::PathFromUtf8(*real))) {
+    if (!PathInside(root, *real)) {
       return InvalidArgument(what + " '" + path + "' resolves outside " + root + ": refused");
     }
     target = *real;
@@ -80,7 +82,7 @@ Result<CheckedFile> CheckedFile::Open(const std::string& path, const FileRules& 
     // What was opened, not what the path said a moment before: a folder on the way swapped for a link
     // in between shows here.
     const std::string really = file.file_.OpenedPath();
-    if (!really.empty() && !PathInside(port::PathFromUtf8(root), port::PathFromUtf8(really))) {
+    if (!really.empty() && !PathInside(root, really)) {
       return InvalidArgument(what + " '" + path + "' changed into a link out of " + root + " while it was opened");
     }
   }
@@ -151,6 +153,20 @@ Result<std::shared_ptr<FileCopy>> CheckedFile::Copy() {
   return copy;
 }
 
+Result<std::shared_ptr<FileMapping>> CheckedFile::Map() {
+  if (size_ == 0) return InvalidArgument(rules_.what + " is empty");
+  Result<std::unique_ptr<port::GuardedMapping>> mapping =
+      port::GuardedMapping::Map(file_, static_cast<size_t>(size_));
+  if (!mapping.ok()) {
+    const Status& why = mapping.status();
+    if (why.code() == StatusCode::kUnavailable) {
+      return Unavailable(rules_.what + " cannot be mapped safely: " + why.message());
+    }
+    return Status(why.code(), rules_.what + " " + why.message());
+  }
+  return std::make_shared<FileMapping>(std::move(mapping).value());
+}
+
 Status CheckedFile::MakePrivate() {
   Status st = file_.MakePrivate();
   if (!st.ok()) return Internal("cannot make " + rules_.what + " private: " + st.message());
@@ -182,15 +198,6 @@ Status CheckPrivateFolder(const std::string& folder) {
 
 Status WritePrivateFile(const std::string& path, const std::string& text) {
   return port::WriteNewPrivateFile(path, text);
-}
-
-bool PathInside(const fs::path& root, const fs::path& path) {
-  auto r = root.begin(), p = path.begin();
-  for (; r != root.end(); ++r, ++p) {
-    if (r->empty()) continue;  // a trailing separator
-    if (p == path.end() || *r != *p) return false;
-  }
-  return true;
 }
 
 }  // namespace ebb::detail

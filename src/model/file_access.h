@@ -19,7 +19,7 @@
 // bounded).
 //
 // Thread safety: free functions are reentrant; a CheckedFile is one open
-// descriptor (move-only), a FileCopy immutable.
+// descriptor (move-only), a FileCopy or FileMapping immutable.
 #pragma once
 
 #include <cstddef>
@@ -49,18 +49,26 @@ struct FileRules {
   uint64_t max_bytes = 0;
 };
 
-// A file's bytes copied into anonymous memory of this process (read-only
-// once filled), so that nothing done to the file afterwards — truncated,
-// rewritten in place, removed — changes or faults what the copy holds. The
-// memory is returned to the system when the object goes.
-class FileCopy {
+// A file's bytes held by this process, which nothing done to the file
+// afterwards — truncated, rewritten in place, removed — changes or makes
+// fault: a FileCopy or a FileMapping. Given back when the object goes.
+class FileBytes {
  public:
-  ~FileCopy();
+  virtual ~FileBytes() = default;
+  virtual const void* data() const = 0;
+  virtual size_t size() const = 0;
+};
+
+// A file's bytes copied into anonymous memory of this process (read-only
+// once filled).
+class FileCopy : public FileBytes {
+ public:
+  ~FileCopy() override;
   FileCopy(const FileCopy&) = delete;
   FileCopy& operator=(const FileCopy&) = delete;
 
-  const void* data() const { return data_; }
-  size_t size() const { return size_; }
+  const void* data() const override { return data_; }
+  size_t size() const override { return size_; }
 
  private:
   friend class CheckedFile;
@@ -68,6 +76,21 @@ class FileCopy {
   void* data_;
   size_t size_;
   size_t mapped_;  // bytes of the anonymous mapping (size_ rounded up to pages)
+};
+
+// A file's bytes mapped read-only, shared with the system's file cache (no
+// copy), and guarded against writes to the file (port::GuardedMapping: a
+// write makes the mapping a private copy first, or is refused).
+class FileMapping : public FileBytes {
+ public:
+  explicit FileMapping(std::unique_ptr<port::GuardedMapping> mapping) : mapping_(std::move(mapping)) {}
+  const void* data() const override { return mapping_->data(); }
+  size_t size() const override { return mapping_->size(); }
+  // The version of the file mapped (port::GuardedMapping::identity).
+  const port::FileIdentity& identity() const { return mapping_->identity(); }
+
+ private:
+  std::unique_ptr<port::GuardedMapping> mapping_;
 };
 
 // An open file that passed its rules; closed with the object.
@@ -94,6 +117,12 @@ class CheckedFile {
   // The whole file copied into memory of its own (the cap applies too; a
   // size that differs from fstat's at open is kInvalidArgument).
   Result<std::shared_ptr<FileCopy>> Copy();
+  // The whole file mapped (FileMapping), which must still be the size fstat
+  // gave at open once guarded; the file is the mapping's afterwards (this
+  // object is closed). kUnavailable where no guard can be had (then this
+  // object is still open: Copy instead); kInvalidArgument for a file whose
+  // size changed or that is empty.
+  Result<std::shared_ptr<FileMapping>> Map();
   // Up to `n` bytes from the current position; 0 at the end.
   Result<size_t> Read(void* buffer, size_t n);
   // Mode 0600 (for a file this user just had written: whatever the umask).
@@ -122,8 +151,5 @@ Status WritePrivateFile(const std::string& path, const std::string& text);
 // "64 KiB", "4 MiB", "123 bytes": a cap as messages state it.
 std::string CapText(uint64_t bytes);
 
-// Whether canonical `path` is `root` or below it, component by component (so "/models2" is not
-// under "/models"). Both must be canonical (realpath): this compares names, it reads nothing.
-bool PathInside(const std::filesystem::path& root, const std::filesystem::path& path);
 
 }  // namespace ebb::detail

@@ -97,6 +97,11 @@ Status ReadField(const std::string& key, const json& value, ModelConfig* c) {
     c->pinned = value.get<bool>();
   } else if (key == "versions") {
     return ReadVersions(value, c);
+  } else if (key == "graph_optimization") {
+    std::optional<GraphOptimization> level =
+        value.is_string() ? ParseGraphOptimization(value.get<std::string>()) : std::nullopt;
+    if (!level) return InvalidArgument("config.graph_optimization must be \"all\", \"extended\", \"basic\" or \"disabled\"");
+    c->graph_optimization = level;
   } else {
     return InvalidArgument("unknown key 'config." + key + "'");
   }
@@ -139,6 +144,7 @@ std::string ModelConfigToJson(const ModelConfig& c) {
     if (c.tile->scale) j["scale"] = c.tile->scale;
   }
   if (c.keep_alive_ms) j["keep_alive_ms"] = *c.keep_alive_ms;
+  if (c.graph_optimization) j["graph_optimization"] = GraphOptimizationName(*c.graph_optimization);
   if (c.all_versions) {
     j["versions"] = "all";
   } else if (!c.versions.empty()) {

@@ -52,6 +52,12 @@ Result<port::ReadOnlyFile> OpenRegular(const std::string& path, port::FileInfo* 
 
 }  // namespace
 
+bool Settled(const FileIdentity& identity) {
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::system_clock::now().time_since_epoch()).count();
+  return now - identity.ctime_ns > 2'000'000'000;
+}
+
 Result<FileIdentity> StatFile(const std::string& path) {
   Result<port::FileInfo> info = port::StatPath(path, /*follow_links=*/true);
   if (!info.ok()) return NotFound("cannot stat '" + path + "': " + info.status().message());
@@ -71,9 +77,7 @@ Result<std::string> Sha256OfFile(const std::string& path, FileIdentity* identity
   if (!file.ok()) return file.status();
   if (identity) *identity = st.identity;
   if (std::optional<std::string> known = Memo().Find(st.identity)) return *known;
-  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::chrono::system_clock::now().time_since_epoch()).count();
-  const bool settled = now - st.identity.ctime_ns > 2'000'000'000;
+  const bool settled = Settled(st.identity);
   port::Sha256 sha;
   if (!sha.ok()) return Internal("SHA-256 unavailable");
   std::vector<char> chunk(1 << 20);

@@ -20,6 +20,11 @@ namespace ebb::detail {
 // port::FileIdentity).
 using FileIdentity = port::FileIdentity;
 
+// Whether a file of this identity last changed (ctime) over 2 s ago: any
+// later write gives it another identity, even on a file system whose clock
+// is coarse, so what was read of it can be remembered by identity.
+bool Settled(const FileIdentity& identity);
+
 // The identity of the file at `path`. Errors: kNotFound, kInvalidArgument
 // (not a regular file).
 Result<FileIdentity> StatFile(const std::string& path);

@@ -48,6 +48,7 @@ Result<std::unique_ptr<OcrPipeline>> OcrPipeline::Load(Runtime& runtime, const O
   for (int i = 0; i < 3; ++i) {
     LoadOptions lo = load;
     if (lo.name.empty()) lo.name = std::string("ocr_") + names[i];
+    if (!lo.graph_optimization) lo.graph_optimization = files.graph_optimization;
     Result<std::shared_ptr<Session>> s = runtime.Load(*paths[i], lo);
     if (!s.ok()) return Status(s.status().code(), "OCR " + std::string(names[i]) + ": " + s.status().message());
     sessions[i] = std::move(s).value();

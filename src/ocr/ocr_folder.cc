@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ebb/model_config.h"
 #include "ebb/ocr.h"
 
 namespace ebb {
@@ -20,22 +21,17 @@ std::string ModelIn(const fs::path& dir) { return (dir / "model.onnx").string();
 
 Result<OcrModelFiles> ReadOcrFolder(const std::string& folder) {
   const fs::path dir(folder);
-  const fs::path config = dir / "config.json";
-  std::ifstream in(config);
-  if (!in) return NotFound("no OCR pipeline config " + config.string());
-  json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return InvalidArgument(config.string() + " is not a JSON object");
-  if (j.value("kind", "") != "ocr") return InvalidArgument(config.string() + ": kind is not \"ocr\"");
-  OcrModelFiles files;
-  for (auto [key, out] : {std::pair{"detector", &files.detector}, std::pair{"classifier", &files.classifier},
-                          std::pair{"recognizer", &files.recognizer}, std::pair{"dictionary", &files.dictionary}}) {
-    if (!j.contains(key) || !j[key].is_string()) {
-      return InvalidArgument(config.string() + ": \"" + key + "\" is missing or not a string");
-    }
-    const fs::path p = dir / j[key].get<std::string>();
-    *out = std::string(key) == "dictionary" ? p.lexically_normal().string() : ModelIn(p.lexically_normal());
-  }
-  return files;
+  const fs::path path = dir / "config.json";
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return NotFound("no OCR pipeline config " + path.string());
+  // config.json's rules (a regular file, at most kMaxConfigFileBytes; the message names the file).
+  Result<ModelConfig> config = LoadModelConfig(folder, "");
+  if (!config.ok()) return InvalidArgument(config.status().message());
+  if (config->kind != ModelKind::kOcr) return InvalidArgument(path.string() + ": kind is not \"ocr\"");
+  const OcrParts& parts = config->ocr;
+  auto model_in = [&](const std::string& part) { return ModelIn((dir / part).lexically_normal()); };
+  return OcrModelFiles{model_in(parts.detector), model_in(parts.classifier), model_in(parts.recognizer),
+                       (dir / parts.dictionary).lexically_normal().string(), config->graph_optimization};
 }
 
 bool IsOcrFolder(const std::string& folder) {

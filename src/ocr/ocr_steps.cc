@@ -151,6 +151,7 @@ void SortReadingOrder(std::vector<Quad>& boxes) {
 std::vector<Quad> DetectBoxes(const float* probability, int h, int w, cv::Size page_size, const OcrOptions& options) {
   const cv::Mat prob(h, w, CV_32FC1, const_cast<float*>(probability));
   cv::Mat bitmap = prob > options.binary_threshold;  // 0 or 255
+  if (options.use_dilation) cv::dilate(bitmap, bitmap, cv::Mat::ones(2, 2, CV_8UC1));
   std::vector<std::vector<cv::Point>> contours;
   cv::findContours(bitmap, contours, cv::RETR_LIST, cv::CHAIN_APPROX_SIMPLE);
   const float sx = static_cast<float>(page_size.width) / w, sy = static_cast<float>(page_size.height) / h;
@@ -270,9 +271,12 @@ Status PageJob::TakeClassifier(int batch, const Tensor& output) {
     upside_down_[items[n]] = p[2 * n + 1] > p[2 * n] && p[2 * n + 1] > options_.cls_threshold;
   }
   if (batch + 1 < classifier_batches()) return Status::Ok();
-  // All classified: turn the lines classed 180° (with the page's majority unless told otherwise).
-  const size_t turned = static_cast<size_t>(std::count(upside_down_.begin(), upside_down_.end(), true));
-  if (options_.cls_page_majority && 2 * turned < cls_order_.size()) return Status::Ok();
+  // All classified. By the page's majority: every line turned when at least half are classed 180°, none
+  // otherwise; else (PaddleOCR's rule) each line classed 180° on its own.
+  if (options_.cls_page_majority) {
+    const size_t turned = static_cast<size_t>(std::count(upside_down_.begin(), upside_down_.end(), true));
+    upside_down_.assign(crops_.size(), 2 * turned >= cls_order_.size());
+  }
   for (size_t i = 0; i < crops_.size(); ++i) {
     if (upside_down_[i]) cv::rotate(crops_[i], crops_[i], cv::ROTATE_180);
   }

@@ -1,6 +1,7 @@
 // Release when idle: the timer and the release it performs. See idle_release.h.
 #include "idle_release.h"
 
+#include "ebb/tensor.h"
 #include "log.h"
 #include "ort_api.h"
 #include "ort_context.h"
@@ -112,6 +113,7 @@ bool IdleReleaser::Release() {
   }
   Status st = gate ? ctx_->TrimSharedArena() : Status::Ok();
   if (gate && gate->Exit(false)) st = ctx_->TrimSharedArena();  // a release was left pending meanwhile
+  OutputBuffers::Drop();  // as every release does: the output buffers kept for the next run go too
   ctx_->TrimHeap(/*force=*/true);
   if (!st.ok()) LogWarning("idle release: " + st.message());
   std::lock_guard<std::mutex> lock(listener_mu_);

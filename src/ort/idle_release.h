@@ -9,7 +9,8 @@
 //
 // IdleReleaser is what the Runtime's context owns under kIdle: an IdleTimer
 // whose action shrinks the shared CPU arena (through its ArenaGate, so never
-// under a run) and trims the heap, and which counts the release for every
+// under a run), frees the output buffers kept for the next run
+// (OutputBuffers::Drop, as a run's release does) and trims the heap, and which counts the release for every
 // session that ran since the previous one (Session::release_count, the
 // Runtime's listener: the server's ebb_releases_total).
 //

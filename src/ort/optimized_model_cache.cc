@@ -8,10 +8,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "file_access.h"
+#include "log.h"
+#include "model_file.h"
 #include "port.h"
 
 namespace ebb::detail {
@@ -21,7 +24,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 // Bump when the entry layout changes. 2: the checksum is seeded with the entry's id; files are checked
-// (owner, mode, no links) and read into memory.
+// (owner, mode, no links).
 constexpr int kFormat = 2;
 
 std::string Hex64(uint64_t v) {
@@ -67,6 +70,25 @@ Result<std::string> ChecksumOfWritten(const std::string& temporary, const std::s
   }
   if (*bytes == 0) return Internal("the optimized model ORT wrote is empty");
   return Hex64(XXH3_64bits_digest(state.get()));
+}
+
+// An entry's bytes as ORT will run them, which no later write to the file can change or make fault.
+struct HeldEntry {
+  std::shared_ptr<FileBytes> bytes;
+  // The version of the file held, when it is mapped under a guard (a copy has none: the file may have
+  // changed between its open and its read).
+  std::optional<port::FileIdentity> guarded;
+};
+
+// Maps the entry under a guard (no copy), else, where the system has no guard for this file, copies it.
+Result<HeldEntry> Hold(CheckedFile& file) {
+  Result<std::shared_ptr<FileMapping>> mapped = file.Map();
+  if (mapped.ok()) return HeldEntry{*mapped, (*mapped)->identity()};
+  if (mapped.status().code() != StatusCode::kUnavailable) return mapped.status();
+  LogInfo("optimized-model cache: " + mapped.status().message() + "; it is copied instead");
+  Result<std::shared_ptr<FileCopy>> copy = file.Copy();
+  if (!copy.ok()) return copy.status();
+  return HeldEntry{std::move(copy).value(), std::nullopt};
 }
 
 json HeaderOf(const OptimizedModelKey& key) {
@@ -123,9 +145,9 @@ std::string OptimizedModelCache::PathOf(const std::string& id, const char* exten
   return folder_ + "/" + id + extension;
 }
 
-std::shared_ptr<FileCopy> OptimizedModelCache::Find(const OptimizedModelKey& key, std::string* why) {
+std::shared_ptr<FileBytes> OptimizedModelCache::Find(const OptimizedModelKey& key, std::string* why) {
   const std::string id = key.Id();
-  auto bad = [&](const std::string& what) -> std::shared_ptr<FileCopy> {
+  auto bad = [&](const std::string& what) -> std::shared_ptr<FileBytes> {
     if (why) *why = what;
     Remove(key);
     return nullptr;
@@ -154,16 +176,18 @@ std::shared_ptr<FileCopy> OptimizedModelCache::Find(const OptimizedModelKey& key
   Result<CheckedFile> file = CheckedFile::Open(PathOf(id, ".ort"), EntryRules("the entry"));
   if (!file.ok()) return bad(file.status().message());
   if (file->size() != header["bytes"].get<uint64_t>()) return bad("truncated or extended entry");
-  // A copy of our own: what ORT runs cannot be changed, or made to fault, through the file any more.
-  Result<std::shared_ptr<FileCopy>> copy = file->Copy();
-  if (!copy.ok()) return bad("cannot read the entry: " + copy.status().message());
-  if (Hex64(XXH3_64bits_withSeed((*copy)->data(), (*copy)->size(), SeedOf(id))) !=
-      header["checksum"].get<std::string>()) {
-    return bad("corrupt entry, or one made for another key (checksum mismatch)");
+  Result<HeldEntry> held = Hold(*file);
+  if (!held.ok()) return bad("cannot read the entry: " + held.status().message());
+  const FileBytes& bytes = *held->bytes;
+  if (!(held->guarded && VerifiedBefore(id, *held->guarded))) {
+    if (Hex64(XXH3_64bits_withSeed(bytes.data(), bytes.size(), SeedOf(id))) != header["checksum"].get<std::string>()) {
+      return bad("corrupt entry, or one made for another key (checksum mismatch)");
+    }
+    if (held->guarded && Settled(*held->guarded)) RememberVerified(id, *held->guarded);
   }
   // Last use, for the least-recently-used trim.
   port::TouchFile(PathOf(id, ".json"));
-  return std::move(copy).value();
+  return std::move(held->bytes);
 }
 
 std::string OptimizedModelCache::TemporaryPath(const OptimizedModelKey& key) {
@@ -206,6 +230,18 @@ void OptimizedModelCache::Remove(const OptimizedModelKey& key) {
   const std::string id = key.Id();
   fs::remove(PathOf(id, ".json"), ec);  // the header first: without it the entry is a miss
   fs::remove(PathOf(id, ".ort"), ec);
+}
+
+bool OptimizedModelCache::VerifiedBefore(const std::string& id, const port::FileIdentity& identity) const {
+  std::lock_guard<std::mutex> lock(verified_mu_);
+  auto it = verified_.find(id);
+  return it != verified_.end() && it->second == identity;
+}
+
+void OptimizedModelCache::RememberVerified(const std::string& id, const port::FileIdentity& identity) {
+  std::lock_guard<std::mutex> lock(verified_mu_);
+  if (verified_.size() >= kMaxVerified) verified_.clear();
+  verified_[id] = identity;
 }
 
 void OptimizedModelCache::MarkUncacheable(const OptimizedModelKey& key) {

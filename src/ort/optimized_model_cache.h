@@ -2,11 +2,10 @@
 // ("switch-in") of a model cost a fraction of its first load.
 //
 // On a first load ONNX Runtime optimizes the graph (at the policy's level) and
-// saves the result in its own flatbuffer format (.ort). Later loads read that
-// file into memory of the process's own and hand ORT those bytes directly: no
-// parsing of the ONNX protobuf, no graph optimization, no further copy of the
-// weights (ORT's initializers point into the bytes, which live as long as the
-// session).
+// saves the result in its own flatbuffer format (.ort). Later loads map that
+// file and hand ORT the mapped bytes directly: no parsing of the ONNX
+// protobuf, no graph optimization, no copy of the weights (ORT's initializers
+// point into the bytes, which live as long as the session).
 //
 // An entry is two files in the cache folder, named by the entry id (a hash
 // of its key):
@@ -33,9 +32,16 @@
 //
 // Safety: an entry is used only if its header parses, names exactly this key,
 // and the .ort file has the recorded size and checksum — checked over the
-// very bytes ORT is given, which are a private copy: an entry truncated or
-// rewritten afterwards changes nothing for the sessions made from it, and
-// cannot make them fault. A missing, foreign, stale, truncated or corrupt
+// very bytes ORT is given (once per cache object, i.e. per runtime, for a
+// mapped entry: a later hit on the same version of the file, by identity,
+// settled as model_file.h says, is not checksummed again), which no later
+// write to the file can reach: the mapping is guarded (port::GuardedMapping: on Linux a read
+// lease, and a write to the file first turns the mapping into a private
+// copy; on Windows writers are refused), or, where the file cannot be
+// guarded (no leases on its file system, open for writing somewhere), the
+// bytes are a private copy. Either way an entry truncated or rewritten
+// afterwards changes nothing for the sessions made from it, and cannot make
+// them fault. A missing, foreign, stale, truncated or corrupt
 // entry is a miss: it is removed, the model loads from its original file, and
 // a fresh entry replaces it. Files are written under temporary names (mode
 // 0600) and renamed into place, so readers never see a partial entry. The
@@ -48,6 +54,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -94,10 +101,11 @@ class OptimizedModelCache {
   const std::string& folder() const { return folder_; }
   uint64_t max_bytes() const { return max_bytes_; }
 
-  // The verified entry for `key`, copied into memory, or nullptr on a miss. A
+  // The verified entry for `key` (mapped under a guard, else copied into
+  // memory: Safety above), or nullptr on a miss. A
   // bad entry is removed; `why` (optional) says what was wrong ("" for a plain
   // miss).
-  std::shared_ptr<FileCopy> Find(const OptimizedModelKey& key, std::string* why = nullptr);
+  std::shared_ptr<FileBytes> Find(const OptimizedModelKey& key, std::string* why = nullptr);
 
   // A fresh temporary path in the folder where ORT may write the optimized
   // model for `key`; pass it to Commit, or remove it.
@@ -124,6 +132,13 @@ class OptimizedModelCache {
  private:
   OptimizedModelCache(std::string folder, uint64_t max_bytes) : folder_(std::move(folder)), max_bytes_(max_bytes) {}
   std::string PathOf(const std::string& id, const char* extension) const;
+  // Whether the entry `id` verified its checksum earlier through this cache
+  // while its file had `identity` (RememberVerified).
+  bool VerifiedBefore(const std::string& id, const port::FileIdentity& identity) const;
+  // Remembers that the entry `id` verified while its file, mapped under a
+  // guard and settled (model_file.h), had `identity`. At most kMaxVerified.
+  void RememberVerified(const std::string& id, const port::FileIdentity& identity);
+  static constexpr size_t kMaxVerified = 1024;
   // Removes least recently used entries until the folder fits max_bytes;
   // never the entry `keep`. Also removes temporary files left by writers
   // that died (older than an hour).
@@ -132,6 +147,8 @@ class OptimizedModelCache {
   const std::string folder_;
   const uint64_t max_bytes_;
   std::mutex trim_mu_;  // one trim at a time in this process
+  mutable std::mutex verified_mu_;
+  std::map<std::string, port::FileIdentity> verified_;  // entry id -> identity; guarded by verified_mu_
   mutable std::mutex uncacheable_mu_;
   std::set<std::string> uncacheable_;  // entry ids; guarded by uncacheable_mu_
 };

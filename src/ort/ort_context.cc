@@ -256,7 +256,10 @@ Result<std::shared_ptr<RuntimeContext>> RuntimeContext::Create(const MemoryPolic
     Ort::ThreadingOptions threading;
     if (policy.intra_op_threads > 0) threading.SetGlobalIntraOpNumThreads(policy.intra_op_threads);
     threading.SetGlobalInterOpNumThreads(1);
-    ctx->env_ = std::make_unique<Ort::Env>(threading, ORT_LOGGING_LEVEL_FATAL, "ebb");
+    {
+      const port::OrtStderrSilenced quiet;  // Windows: ORT's display-adapter probe prints past its logger
+      ctx->env_ = std::make_unique<Ort::Env>(threading, ORT_LOGGING_LEVEL_FATAL, "ebb");
+    }
     if (policy.cpu.arena != CpuArenaMode::kShared) return ctx;
 
     if (g_shared_arena_owned.exchange(true)) {
@@ -386,7 +389,7 @@ Result<const CudaDevice*> RuntimeContext::CudaDeviceFor(int index, const std::st
   if (device->refused.empty() && policy_.cuda.arena == CudaArenaMode::kShared) {
     try {
       Ort::UnownedAllocator arena =
-          env_->CreateSharedAllocator(ep_device, OrtDeviceMemoryType_DEFAULT, OrtArenaAllocator, SharedArenaOptions(a));
+          env_->CreateSharedAllocator(ep_device, OrtDeviceMemoryType_DEFAULT, OrtDeviceAllocator, SharedArenaOptions(a));
       device->shared_arena = arena;
       device->arena_name = gpu + ":shared";
       device->gate = std::make_shared<ArenaGate>(gpu, /*can_trim=*/false);
@@ -498,6 +501,7 @@ std::optional<ArenaStats> ReadArenaStats(const OrtAllocator* allocator, const st
   try {
     OrtKeyValuePairs* raw = nullptr;
     Ort::ThrowOnError(Ort::GetApi().AllocatorGetStats(allocator, &raw));
+    if (!raw) return std::nullopt;  // an allocator with nothing to say (a provider's may answer so)
     auto stats = Ort::KeyValuePairs(raw).GetKeyValuePairs();
     if (stats.empty()) return std::nullopt;  // not an arena
     ArenaStats a;

@@ -224,6 +224,33 @@ bool EnterArenas(SessionState& s, RunRecord* record, std::vector<bool>* carried_
   return true;
 }
 
+// ORT's shrink list for the releases this run carries (`carried`, from EnterArenas): every carried
+// arena's entry but the device arena's, which ORT's list cannot find and which is shrunk by a call
+// after the run instead (SessionState::device_arena); `*shrink_device` says whether it was carried.
+std::string OrtShrinkSpec(const SessionState& s, const std::vector<bool>& carried, bool* shrink_device) {
+  std::string spec;
+  *shrink_device = false;
+  for (size_t i = 0; i < s.gates.size(); ++i) {
+    if (!carried[i]) continue;
+    if (s.device_arena && s.gates[i].get() == s.device_arena_gate) {
+      *shrink_device = true;
+    } else {
+      spec += (spec.empty() ? "" : ";") + s.gates[i]->spec();
+    }
+  }
+  return spec;
+}
+
+// Gives the device arena's free regions back (OrtAllocator::Shrink, ORT 1.25+).
+Status ShrinkDeviceArena(const SessionState& s) {
+  try {
+    Ort::UnownedAllocator(s.device_arena).Shrink();
+  } catch (const Ort::Exception& e) {
+    return StatusFromOrt(e, "shrinking the shared CUDA arena " + s.shared_device_arena, s.arena_desc);
+  }
+  return Status::Ok();
+}
+
 // Whether another run was on one of the session's arenas while this one was.
 bool Overlapped(const SessionState& s, const std::vector<ArenaGate::Entry>& entries) {
   for (size_t i = 0; i < s.gates.size(); ++i) {
@@ -250,7 +277,7 @@ bool LeaveArenas(SessionState& s, const RunRecord& record, const std::vector<boo
 // (and their shapes remembered for the next run with these input shapes).
 // ORT's output Values are freed before returning, so before the arenas are left. With
 // `reuse_buffers` (a run that does not end its operation) the caller-owned tensors take their
-// bytes from detail::OutputBuffers: the buffers the operation's previous outputs gave back.
+// bytes from Tensor::Reusable: the buffers the operation's previous outputs gave back.
 Status RunOnce(SessionState& s, const std::string& model, const PreparedInputs& in,
                const std::vector<size_t>& out_index, const std::string& shrink_spec, const std::vector<Shape>* known,
                bool reuse_buffers, std::vector<Tensor>* results) {
@@ -262,7 +289,7 @@ Status RunOnce(SessionState& s, const std::string& model, const PreparedInputs& 
     for (size_t i = 0; known && i < out_index.size(); ++i) {
       const DataType type = s.outputs[out_index[i]].type;
       const Shape& shape = (*known)[out_index[i]];
-      results->push_back(reuse_buffers ? NewReusableTensor(type, shape) : Tensor(type, shape));
+      results->push_back(reuse_buffers ? Tensor::Reusable(type, shape) : Tensor(type, shape));
       values.push_back(WrapTensor(results->back()));
     }
   } catch (const std::bad_alloc&) {
@@ -404,7 +431,9 @@ Result<std::vector<NamedTensor>> Session::Run(const std::vector<NamedTensor>& in
     ++s.in_flight;
     std::vector<Shape> known;
     bool preallocate = detail::KnownOutputShapes(s, prepared.shapes, &known);
-    Status status = detail::RunOnce(s, name_, prepared, out_index, record.release_spec,
+    bool shrink_device = false;
+    const std::string shrink_spec = detail::OrtShrinkSpec(s, carried, &shrink_device);
+    Status status = detail::RunOnce(s, name_, prepared, out_index, shrink_spec,
                                     preallocate ? &known : nullptr, reuse_buffers, &results);
     if (!status.ok() && preallocate && status.code() != StatusCode::kResourceExhausted) {
       // The shapes written into may be wrong: a cached one (data-dependent outputs), or one the
@@ -413,7 +442,7 @@ Result<std::vector<NamedTensor>> Session::Run(const std::vector<NamedTensor>& in
       const bool declared = s.static_output_shapes;
       if (!declared) s.shape_cache_usable = false;
       preallocate = false;
-      status = detail::RunOnce(s, name_, prepared, out_index, record.release_spec, nullptr, reuse_buffers, &results);
+      status = detail::RunOnce(s, name_, prepared, out_index, shrink_spec, nullptr, reuse_buffers, &results);
       if (status.ok() && declared && s.static_output_shapes.exchange(false)) {
         detail::LogWarning("model '" + name_ + "' declares output shapes its runs do not have; its outputs are " +
                            "allocated by ONNX Runtime from now on");
@@ -421,6 +450,9 @@ Result<std::vector<NamedTensor>> Session::Run(const std::vector<NamedTensor>& in
     }
     record.outputs_preallocated = preallocate;
     overlapped = !alone_until && detail::Overlapped(s, entries);
+    if (shrink_device) {
+      if (Status st = detail::ShrinkDeviceArena(s); !st.ok() && status.ok()) status = st;
+    }
     const bool trim = detail::LeaveArenas(s, record, carried, /*outputs_pinned=*/!preallocate);
     --s.in_flight;
     if (record.release_wanted) {

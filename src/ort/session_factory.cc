@@ -10,10 +10,11 @@
 namespace ebb::detail {
 namespace {
 
-Ort::SessionOptions BaseOptions(const MemoryPolicy& policy) {
+// The policy's session options, at graph optimization `level` (the model's: LoadOptions, else the policy's).
+Ort::SessionOptions BaseOptions(const MemoryPolicy& policy, GraphOptimization level) {
   Ort::SessionOptions options;
   options.DisablePerSessionThreads();  // the env's global pool (RuntimeContext::Create)
-  options.SetGraphOptimizationLevel(ToOrtLevel(policy.graph_optimization));
+  options.SetGraphOptimizationLevel(ToOrtLevel(level));
   if (!policy.memory_pattern) options.DisableMemPattern();
   switch (policy.cpu.arena) {
     case CpuArenaMode::kShared:
@@ -143,6 +144,8 @@ void AttachArenas(SessionState& s, const CudaDevice* cuda) {
   if (cuda && cuda->gate) {
     s.gates.push_back(cuda->gate);  // the device's one shared arena: one gate for all its sessions
     s.shared_device_arena = cuda->arena_name;
+    s.device_arena = cuda->shared_arena;
+    s.device_arena_gate = cuda->gate.get();
   } else if (cuda && cuda->pool) {
     s.device_pool = cuda->pool.get();
     s.shared_device_arena = cuda->arena_name;
@@ -150,10 +153,13 @@ void AttachArenas(SessionState& s, const CudaDevice* cuda) {
     // Through the device API, an arena of its own (ORT refused the shared one): as per_session,
     // read through the device's own memory info.
     s.gates.push_back(std::make_shared<ArenaGate>("gpu:" + std::to_string(s.device.index), /*can_trim=*/false));
+    // A copy of the device's own memory info: its name is the plugin's, which the legacy
+    // CreateMemoryInfo refuses ("Specified device is not supported", measured on an H200 with 1.29).
     Ort::ConstMemoryInfo m(Ort::GetApi().EpDevice_MemoryInfo(cuda->ep_device, OrtDeviceMemoryType_DEFAULT));
     s.own_arenas.push_back({"gpu:" + std::to_string(s.device.index) + ":",
-                            m ? Ort::MemoryInfo(m.GetAllocatorName().c_str(), OrtArenaAllocator, m.GetDeviceId(),
-                                                OrtMemTypeDefault)
+                            m ? Ort::MemoryInfo(m.GetAllocatorName().c_str(), m.GetDeviceType(), m.GetVendorId(),
+                                                static_cast<uint32_t>(m.GetDeviceId()), m.GetDeviceMemoryType(),
+                                                /*alignment=*/0, m.GetAllocatorType())
                               : Ort::MemoryInfo("Cuda", OrtArenaAllocator, s.device.index, OrtMemTypeDefault)});
   } else if (s.device.kind == DeviceKind::kCuda) {
     s.gates.push_back(std::make_shared<ArenaGate>("gpu:" + std::to_string(s.device.index), /*can_trim=*/false));
@@ -206,17 +212,18 @@ Status ChangedWhileLoading(const ModelSource& source, const std::string& where) 
 }
 
 // Creates the session from the verified cache entry for `key`, if there is
-// one: ORT gets the entry's bytes (the cache's private copy) directly (no
-// further copy, no re-optimization), and the bytes stay with the session.
+// one: ORT gets the entry's bytes (guarded mapping or private copy) directly
+// (no copy of the weights, no re-optimization), and the bytes stay with the
+// session: ORT's initializers point into them.
 bool OpenFromCache(SessionState& s, OptimizedModelCache& cache, const OptimizedModelKey& key) {
   std::string why;
-  std::shared_ptr<FileCopy> bytes = cache.Find(key, &why);
+  std::shared_ptr<FileBytes> bytes = cache.Find(key, &why);
   if (!why.empty()) {
     s.load.optimized_cache_note = why;
     LogWarning("optimized-model cache: " + why + " for model '" + s.name + "'; it is loaded from its file");
   }
   if (!bytes) return false;
-  Ort::SessionOptions options = BaseOptions(s.ctx->policy());
+  Ort::SessionOptions options = BaseOptions(s.ctx->policy(), s.load.graph_optimization);
   options.SetGraphOptimizationLevel(ORT_DISABLE_ALL);  // optimized already
   options.AddConfigEntry(kOrtSessionOptionsConfigUseORTModelBytesDirectly, "1");
   options.AddConfigEntry(kOrtSessionOptionsConfigUseORTModelBytesForInitializers, "1");
@@ -244,7 +251,7 @@ bool OpenFromCache(SessionState& s, OptimizedModelCache& cache, const OptimizedM
 Status CreateAndCache(SessionState& s, OptimizedModelCache& cache, const OptimizedModelKey& key,
                       const ModelSource& source, const std::string& where) {
   const std::string temporary = cache.TemporaryPath(key);
-  Ort::SessionOptions options = BaseOptions(s.ctx->policy());
+  Ort::SessionOptions options = BaseOptions(s.ctx->policy(), s.load.graph_optimization);
   options.SetOptimizedModelFilePath(port::OrtPath(temporary).c_str());
   options.AddConfigEntry(kOrtSessionOptionsConfigSaveModelFormat, "ORT");
   std::unique_ptr<Ort::Session> fresh;
@@ -283,7 +290,7 @@ Status CreateCpuSession(SessionState& s, const ModelSource& source, const Sessio
                         const std::string& where) {
   const MemoryPolicy& policy = s.ctx->policy();
   if (OptimizedModelCache* cache = s.ctx->optimized_cache()) {
-    const OptimizedModelKey key{spec.model_sha256, GraphOptionsText(policy), Ort::GetVersionString(),
+    const OptimizedModelKey key{spec.model_sha256, GraphOptionsText(s.load.graph_optimization), Ort::GetVersionString(),
                                 CpuFeaturesHash()};
     if (cache->IsUncacheable(key)) {
       s.load.optimized_cache_note = "this model could not go through the cache earlier in this process";
@@ -295,7 +302,7 @@ Status CreateCpuSession(SessionState& s, const ModelSource& source, const Sessio
   }
   if (s.session) return Status::Ok();
   try {
-    s.session = NewSession(s.ctx->env(), source, BaseOptions(policy));
+    s.session = NewSession(s.ctx->env(), source, BaseOptions(policy, s.load.graph_optimization));
   } catch (const Ort::Exception& e) {
     return StatusFromOrt(e, where, "CPU memory");
   }
@@ -314,8 +321,8 @@ GraphOptimizationLevel ToOrtLevel(GraphOptimization level) {
   return ORT_ENABLE_EXTENDED;
 }
 
-std::string GraphOptionsText(const MemoryPolicy& policy) {
-  return std::string("graph_optimization=") + GraphOptimizationName(policy.graph_optimization);
+std::string GraphOptionsText(GraphOptimization level) {
+  return std::string("graph_optimization=") + GraphOptimizationName(level);
 }
 
 Result<std::unique_ptr<SessionState>> BuildSession(const std::shared_ptr<RuntimeContext>& ctx,
@@ -325,6 +332,7 @@ Result<std::unique_ptr<SessionState>> BuildSession(const std::shared_ptr<Runtime
   s->ctx = ctx;
   s->name = spec.name;
   s->source_path = spec.source_path;
+  s->load.graph_optimization = spec.graph_optimization;
   const std::string where = "loading model '" + spec.name + "'";
   const MemoryPolicy& policy = ctx->policy();
 
@@ -332,7 +340,7 @@ Result<std::unique_ptr<SessionState>> BuildSession(const std::shared_ptr<Runtime
   if (spec.device.kind != DeviceRequest::Kind::kCpu) {
     const int index = spec.device.index;
     std::string reason = ctx->cuda_unavailable().value_or("");
-    Ort::SessionOptions options = BaseOptions(policy);
+    Ort::SessionOptions options = BaseOptions(policy, spec.graph_optimization);
     Ort::ArenaCfg arena_cfg(nullptr);
     if (reason.empty() && policy.cuda.arena == CudaArenaMode::kPerSession) {
       try {

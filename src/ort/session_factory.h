@@ -22,6 +22,8 @@ struct SessionSpec {
   // The model's identity (session and optimized-model cache keys): its file's
   // SHA-256, or with external data the hash over every file (external_data.h).
   std::string model_sha256;
+  // The graph optimization level: LoadOptions::graph_optimization, else the policy's.
+  GraphOptimization graph_optimization = GraphOptimization::kExtended;
 };
 
 // Where the model comes from: its bytes in memory, or else the file at `path`,
@@ -38,7 +40,7 @@ struct ModelSource {
 
 // The text of the session options that shape the optimized graph (part of the
 // optimized-model cache key).
-std::string GraphOptionsText(const MemoryPolicy& policy);
+std::string GraphOptionsText(GraphOptimization level);
 
 Result<std::unique_ptr<SessionState>> BuildSession(const std::shared_ptr<RuntimeContext>& ctx,
                                                    const ModelSource& source, const SessionSpec& spec);

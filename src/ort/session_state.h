@@ -54,9 +54,10 @@ struct SessionState {
 
   std::shared_ptr<RuntimeContext> ctx;
   // The optimized model the session was created from, when it came from the
-  // optimized-model cache: ORT's weights point into these bytes (a private
-  // copy of the entry), so they must outlive `session`.
-  std::shared_ptr<FileCopy> model_bytes;
+  // optimized-model cache: ORT's weights point into these bytes (the entry
+  // mapped under a guard, or a private copy of it), so they must outlive
+  // `session`.
+  std::shared_ptr<FileBytes> model_bytes;
   std::unique_ptr<Ort::Session> session;
   LoadRecord load;
   std::string name;
@@ -81,6 +82,13 @@ struct SessionState {
   DevicePool* device_pool = nullptr;
   // The device's shared CUDA arena or pool the runs allocate from ("gpu:0:shared"), or "".
   std::string shared_device_arena;
+  // `cuda.arena: shared`: the device's arena (owned by the env) and its gate (one of `gates`).
+  // ORT's shrink list finds no arena for it (the provider keeps its arena inside the allocator it
+  // hands to CreateSharedAllocator, measured with ORT 1.29 on an H200), so a run that carries its
+  // release leaves it out of ORT's list and shrinks the allocator itself after the run
+  // (OrtAllocator::Shrink, ORT 1.25+).
+  OrtAllocator* device_arena = nullptr;
+  const ArenaGate* device_arena_gate = nullptr;
 
   OutputShapeCache shape_cache;
   std::atomic<bool> shape_cache_usable{true};  // false once a cached shape proved wrong

@@ -97,6 +97,24 @@ ModelPool::ModelPool(Runtime& runtime, PoolOptions options, EventFn on_event)
   reaper_ = std::thread([this] { Reaper(); });
 }
 
+std::shared_ptr<ModelPool> ModelPool::Create(std::shared_ptr<Runtime> runtime, PoolOptions options,
+                                             EventFn on_event) {
+  auto pool = std::make_unique<ModelPool>(*runtime, options, std::move(on_event));
+  pool->owned_runtime_ = std::move(runtime);
+  // Let go on the keep-alive thread (a lease ended in on_event), the pool cannot join that thread
+  // there: a thread of its own destroys it.
+  return std::shared_ptr<ModelPool>(pool.release(), [](ModelPool* p) noexcept {
+    if (p->OnKeepAliveThread()) {
+      try {
+        std::thread([p] { delete p; }).detach();
+      } catch (...) {
+      }
+      return;
+    }
+    delete p;
+  });
+}
+
 ModelPool::~ModelPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -117,6 +135,8 @@ void ModelPool::Add(ModelSpec spec) {
     e->arena_need = RunNeed();
     e->measured_runs = 0;
     e->value_dependent = false;
+    e->load_bytes = 0;
+    e->load_quiet = false;
   }
   e->removed = false;
   e->file_bytes = file_bytes;
@@ -143,9 +163,9 @@ int64_t ModelPool::ChargeOf(const Entry& e) const {
   // Never below the file size: a loaded model holds its weights, even when its load's RSS growth
   // reads smaller (it reused heap pages that earlier loads had touched and the trim kept). With
   // admission by memory a run reserves its transient need while it runs; without, the charge
-  // holds the largest one seen, once.
-  if (!e.loaded_once) return e.file_bytes;
-  return std::max(e.load_bytes + (options_.admit_by_memory ? 0 : e.transient_bytes), e.file_bytes);
+  // holds the largest one seen, once. What its owner holds for it outside the measurement comes on top.
+  if (!e.loaded_once) return e.file_bytes + e.outside_bytes;
+  return std::max(e.load_bytes + (options_.admit_by_memory ? 0 : e.transient_bytes), e.file_bytes) + e.outside_bytes;
 }
 
 int64_t ModelPool::budget(const std::string& device) const {
@@ -206,6 +226,13 @@ bool ModelPool::MakeRoomLocked(const std::string& device, int64_t need, const st
 Status ModelPool::LoadLocked(Entry& e, bool on_demand, std::unique_lock<std::mutex>& lock,
                              std::vector<PoolEvent>* events) {
   const ModelSpec spec = e.spec;
+  // A load grows RSS: no run is measured across it (its growth would be charged to that run): the
+  // bump ends the measuring of runs in flight, and none starts until `loading_` is back to 0.
+  ++loading_;
+  ++generation_;
+  // Whether a lease is out at any moment of the load (one out now, or one handed out before its end).
+  const bool leases_at_start = in_flight_ > 0;
+  const uint64_t leases_before = leases_handed_;
   lock.unlock();
   Result<std::shared_ptr<Session>> session = Status(Internal("not loaded"));
   int64_t grew = 0;
@@ -213,10 +240,17 @@ Status ModelPool::LoadLocked(Entry& e, bool on_demand, std::unique_lock<std::mut
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::lock_guard<std::mutex> one_load(load_mu_);
     const bool cuda = spec.load.device.kind == DeviceRequest::Kind::kCuda;
-    // Load trims the heap after building the session; trim it before too
-    // (the heap only: arenas follow the release mode), so that the growth is
-    // the model's idle cost, not heap that others freed earlier.
-    if (!cuda && runtime_.policy().trim_heap_after_release) port::TrimHeap();
+    // Load trims the heap after building the session; trim it before too, so
+    // that the growth is the model's idle cost, not heap that others freed
+    // earlier. Arenas follow the release mode, except the free regions the
+    // shared arena keeps after runs (the idle release's, until runs pause):
+    // they are in no charge or reservation, so they go back before a charge is
+    // added over them (the runtime's trim, which never shrinks under a run).
+    if (!cuda && SharedArenaKeptBytes() > kKeptArenaSlackBytes) {
+      (void)runtime_.Trim();
+    } else if (!cuda && runtime_.policy().trim_heap_after_release) {
+      port::TrimHeap();
+    }
     const int64_t before = cuda ? detail::GpuUsed(spec.load.device.index) : ReadRssBytes();
     session = runtime_.Load(spec.path, spec.load);
     if (session.ok()) {
@@ -239,6 +273,7 @@ Status ModelPool::LoadLocked(Entry& e, bool on_demand, std::unique_lock<std::mut
   // The files as loaded now (weights may have been replaced since Add).
   const int64_t file_bytes = session.ok() ? ModelBytes(spec.path) : 0;
   lock.lock();
+  --loading_;
   if (!session.ok()) {
     e.state = PoolState::kUnloaded;
     e.reason = session.status().message();
@@ -250,7 +285,20 @@ Status ModelPool::LoadLocked(Entry& e, bool on_demand, std::unique_lock<std::mut
   e.device = (*session)->device().ToString();
   e.state = PoolState::kReady;
   e.reason.clear();
-  e.load_bytes = std::max<int64_t>(grew, 0);
+  // The largest load measured: a reload reads less when it reuses heap pages that its model's
+  // eviction freed but the heap kept (fragments malloc_trim cannot return), pages the pool took back
+  // from the charges at the eviction; charged the smaller reading, evicted and reloaded models
+  // drifted below what RSS held (2 MiB for two detectors over 16 requests of `ebb bench switch`).
+  // A load beside leases out is not its own: their runs grew (or shrank) RSS meanwhile, by up to a
+  // run's whole transient (a storm of tiny models read up to 1.2 MiB for a 40 KiB load). Such a
+  // reading counts only until a load with no lease out measures the model, which replaces it.
+  const int64_t reading = std::max<int64_t>(grew, 0);
+  if (!leases_at_start && leases_handed_ == leases_before) {
+    e.load_bytes = e.load_quiet ? std::max(e.load_bytes, reading) : reading;
+    e.load_quiet = true;
+  } else if (!e.load_quiet) {
+    e.load_bytes = std::max(e.load_bytes, reading);
+  }
   e.file_bytes = file_bytes;
   e.loaded_once = true;
   e.last_used = Clock::now();
@@ -266,134 +314,185 @@ Result<Lease> ModelPool::Acquire(const std::string& name, const AcquireOptions& 
   return AcquireImpl(name, options, /*on_demand=*/true);
 }
 
+// One Acquire in progress: what it asked for, its deadlines, and where it stands. Guarded by mu_.
+struct ModelPool::Acquisition {
+  const std::string& name;
+  const AcquireOptions& options;
+  bool on_demand = false;
+  bool retry = false;
+  Clock::time_point start;
+  Clock::time_point deadline;         // for capacity (PoolOptions::wait_for_capacity)
+  Clock::time_point memory_deadline;  // for memory, a run's (AcquireOptions::deadline)
+  bool run = false;                   // a run admitted by memory: it reserves its need
+  int64_t elements = 0;               // its input size
+  RunPlace place;                     // its place in its device's line
+  Entry* entry = nullptr;             // looked up again after every wait (Remove may erase it)
+  Reserved reserved;                  // what an admitted run reserved
+  Status failure;
+  std::vector<PoolEvent> events;
+};
+
 Result<Lease> ModelPool::AcquireImpl(const std::string& name, const AcquireOptions& options, bool on_demand,
                                      bool retry, uint64_t retry_ticket, const std::string& retry_device) {
-  std::vector<PoolEvent> events;
   std::unique_lock<std::mutex> lock(mu_);
   // A run's place in its device's line (a retry's was taken before its failed run's lease went).
-  RunPlace place{retry_ticket, retry_device};
-  Entry* entry = FindLocked(name);
-  if (!entry) {
-    LeaveLineLocked(&place);
+  Acquisition a{name, options, on_demand, retry};
+  a.place = RunPlace{retry_ticket, retry_device};
+  a.entry = FindLocked(name);
+  if (!a.entry) {
+    LeaveLineLocked(&a.place);
     return NotFound("unknown model '" + name + "'");
   }
-  // After a wait the entry may have been removed (Remove): look it up again.
-  auto still_there = [&] { return (entry = FindLocked(name)) != nullptr; };
-  const auto start = Clock::now();
+  a.start = Clock::now();
   // Clamped, so that adding them to the clock cannot overflow.
   auto clamped = [](std::chrono::milliseconds ms) {
     return std::clamp(ms, std::chrono::milliseconds(0), std::chrono::milliseconds(kMaxWaitForCapacityMs));
   };
-  const auto deadline = start + clamped(options_.wait_for_capacity);
-  // A run, admitted by memory: it takes a place in its device's line once its model is ready.
-  const bool run = options_.admit_by_memory && options.run_elements.has_value();
-  const int64_t elements = run ? std::max<int64_t>(*options.run_elements, 1) : 0;
-  const auto memory_deadline = options.deadline.value_or(start + clamped(options_.wait_for_memory));
-  Reserved reserved;
-  Status failure;
-  while (true) {
-    if (entry->state == PoolState::kLoading) {
-      changed_.wait(lock);
-      if (!still_there()) {
-        failure = NotFound("model '" + name + "' was removed");
-        break;
-      }
-      continue;
-    }
-    Entry& e = *entry;
-    const std::string device = DeviceOf(e);
-    if (const int64_t limit = budget(device), charge = ChargeOf(e); limit > 0 && charge > limit) {
-      // It alone exceeds the whole budget (as measured, or its file before a first load): no
-      // eviction and no wait can make room. Unloaded unless in use or pinned, so that it does
-      // not hold memory that nothing can run.
-      const bool unload = e.state == PoolState::kReady && e.in_flight == 0 && !e.spec.pinned;
-      failure = ResourceExhausted("the memory budget of " + std::to_string(limit) + " bytes on " + device +
-                                  " cannot fit model '" + name + "' even alone (charge " +
-                                  std::to_string(charge) + " bytes, " +
-                                  (e.loaded_once ? "as measured once loaded" : "its file size") + ")" +
-                                  (unload ? "; it was unloaded" : ""));
-      if (unload) {
-        EvictLocked(e, EvictReason::kBudget, &events);
-        changed_.notify_all();
-      }
+  a.deadline = a.start + clamped(options_.wait_for_capacity);
+  a.run = options_.admit_by_memory && options.run_elements.has_value();
+  a.elements = a.run ? std::max<int64_t>(*options.run_elements, 1) : 0;
+  a.memory_deadline = options.deadline.value_or(a.start + clamped(options_.wait_for_memory));
+  // The algorithm: once no load of the model is in progress, a model too large for the whole budget
+  // is refused; a loaded one gets room (and a run its reservation), an unloaded one is loaded; and
+  // when idle models cannot make room, it waits for capacity. Every wait ends in another look.
+  Step step = Step::kAgain;
+  while (step == Step::kAgain) {
+    if (!WaitWhileLoadingLocked(a, lock)) {
+      step = Step::kFailed;
       break;
     }
-    if (e.state == PoolState::kReady) {
-      // Before an operation too: charges grow as models run, so the models
-      // loaded together must still fit.
-      if (MakeRoomLocked(device, 0, name, &events)) {
-        if (!run) break;
-        const Admit admit = AdmitOrWaitLocked(e, options, elements, retry, start, memory_deadline, lock, &place,
-                                              &reserved, &failure, &events);
-        if (admit != Admit::kWait) break;
-        if (!still_there()) {
-          failure = NotFound("model '" + name + "' was removed");
-          break;
-        }
-        continue;
-      }
-    } else {
-      if (!options.load_on_demand) {
-        LeaveLineLocked(&place);
-        return Unavailable("model '" + name + "' is not loaded" + (e.reason.empty() ? "" : " (" + e.reason + ")"));
-      }
-      if (MakeRoomLocked(device, ChargeOf(e), name, &events)) {
-        e.state = PoolState::kLoading;
-        failure = LoadLocked(e, on_demand, lock, &events);
-        if (!failure.ok()) break;
-        continue;
-      }
+    Entry& e = *a.entry;
+    if (RefusedEvenAloneLocked(a, e)) {
+      step = Step::kFailed;
+      break;
     }
-    if (Clock::now() < deadline) {
-      changed_.wait_until(lock, deadline);
-      if (!still_there()) {
-        failure = NotFound("model '" + name + "' was removed");
-        break;
-      }
-      continue;
-    }
-    failure = ResourceExhausted("the memory budget of " + std::to_string(budget(device)) + " bytes on " + device +
-                                " cannot fit model '" + name + "' (charge " + std::to_string(ChargeOf(e)) +
+    step = e.state == PoolState::kReady ? MakeRoomToRunLocked(a, e, lock) : LoadToRunLocked(a, e, lock);
+    if (step == Step::kNoRoom) step = WaitForCapacityLocked(a, e, lock);
+  }
+  if (step == Step::kNotLoaded) {
+    // No wait counted, as it always was; but an earlier look may have evicted models to make room
+    // (then the model itself was evicted while this call waited): those evictions are reported.
+    LeaveLineLocked(&a.place);
+    lock.unlock();
+    Emit(a.events);
+    return a.failure;
+  }
+  return HandOutLeaseLocked(a, lock);
+}
+
+bool ModelPool::StillThereLocked(Acquisition& a) {
+  a.entry = FindLocked(a.name);
+  if (!a.entry) a.failure = NotFound("model '" + a.name + "' was removed");
+  return a.entry != nullptr;
+}
+
+bool ModelPool::WaitWhileLoadingLocked(Acquisition& a, std::unique_lock<std::mutex>& lock) {
+  while (a.entry->state == PoolState::kLoading) {
+    changed_.wait(lock);
+    if (!StillThereLocked(a)) return false;
+  }
+  return true;
+}
+
+bool ModelPool::RefusedEvenAloneLocked(Acquisition& a, Entry& e) {
+  const std::string device = DeviceOf(e);
+  const int64_t limit = budget(device), charge = ChargeOf(e);
+  if (limit <= 0 || charge <= limit) return false;
+  // It alone exceeds the whole budget (as measured, or its file before a first load): no eviction
+  // and no wait can make room. Unloaded unless in use or pinned, so that it does not hold memory
+  // that nothing can run.
+  const bool unload = e.state == PoolState::kReady && e.in_flight == 0 && !e.spec.pinned;
+  a.failure = ResourceExhausted("the memory budget of " + std::to_string(limit) + " bytes on " + device +
+                                " cannot fit model '" + a.name + "' even alone (charge " + std::to_string(charge) +
+                                " bytes, " + (e.loaded_once ? "as measured once loaded" : "its file size") + ")" +
+                                (unload ? "; it was unloaded" : ""));
+  if (unload) {
+    EvictLocked(e, EvictReason::kBudget, &a.events);
+    changed_.notify_all();
+  }
+  return true;
+}
+
+ModelPool::Step ModelPool::MakeRoomToRunLocked(Acquisition& a, Entry& e, std::unique_lock<std::mutex>& lock) {
+  // Before an operation too: charges grow as models run, so the models loaded together must still fit.
+  if (!MakeRoomLocked(DeviceOf(e), 0, a.name, &a.events)) return Step::kNoRoom;
+  if (!a.run) return Step::kDone;
+  const Admit admit = AdmitOrWaitLocked(e, a.options, a.elements, a.retry, a.start, a.memory_deadline, lock,
+                                        &a.place, &a.reserved, &a.failure, &a.events);
+  if (admit == Admit::kAdmitted) return Step::kDone;
+  if (admit == Admit::kRefused) return Step::kFailed;
+  return StillThereLocked(a) ? Step::kAgain : Step::kFailed;
+}
+
+ModelPool::Step ModelPool::LoadToRunLocked(Acquisition& a, Entry& e, std::unique_lock<std::mutex>& lock) {
+  if (!a.options.load_on_demand) {
+    a.failure = Unavailable("model '" + a.name + "' is not loaded" + (e.reason.empty() ? "" : " (" + e.reason + ")"));
+    return Step::kNotLoaded;
+  }
+  if (!MakeRoomLocked(DeviceOf(e), ChargeOf(e), a.name, &a.events)) return Step::kNoRoom;
+  e.state = PoolState::kLoading;
+  a.failure = LoadLocked(e, a.on_demand, lock, &a.events);
+  return a.failure.ok() ? Step::kAgain : Step::kFailed;
+}
+
+ModelPool::Step ModelPool::WaitForCapacityLocked(Acquisition& a, Entry& e, std::unique_lock<std::mutex>& lock) {
+  if (Clock::now() < a.deadline) {
+    changed_.wait_until(lock, a.deadline);
+    return StillThereLocked(a) ? Step::kAgain : Step::kFailed;
+  }
+  const std::string device = DeviceOf(e);
+  a.failure = ResourceExhausted("the memory budget of " + std::to_string(budget(device)) + " bytes on " + device +
+                                " cannot fit model '" + a.name + "' (charge " + std::to_string(ChargeOf(e)) +
                                 " bytes): " + std::to_string(UsedLocked(device)) +
                                 " bytes are held by models in flight or pinned");
-    break;
-  }
-  LeaveLineLocked(&place);
-  if (place.waited) {
-    const double wait_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-    Line& line = LineOf(place.device);  // set by the first place taken in a line
+  return Step::kFailed;
+}
+
+Result<Lease> ModelPool::HandOutLeaseLocked(Acquisition& a, std::unique_lock<std::mutex>& lock) {
+  LeaveLineLocked(&a.place);
+  if (a.place.waited) {
+    const double wait_ms = std::chrono::duration<double, std::milli>(Clock::now() - a.start).count();
+    Line& line = LineOf(a.place.device);  // set by the first place taken in a line
     ++line.waited;
     line.wait_seconds += wait_ms / 1000;
-    PoolEvent event{PoolEvent::Kind::kWait, name};
+    PoolEvent event{PoolEvent::Kind::kWait, a.name};
     event.wait_ms = wait_ms;
-    event.admitted = failure.ok();
-    events.push_back(event);
+    event.admitted = a.failure.ok();
+    a.events.push_back(event);
   }
-  if (!failure.ok()) {
+  if (!a.failure.ok()) {
     lock.unlock();
-    Emit(events);
-    return failure;
+    Emit(a.events);
+    return a.failure;
   }
-  Entry& e = *entry;
+  Entry& e = *a.entry;
   ++e.in_flight;
   ++in_flight_;
+  ++leases_handed_;
   ++generation_;
   e.last_used = Clock::now();
-  Lease lease(this, name, e.session, options.keep_alive_ms);
-  if (run) {
+  Lease lease(this, a.name, e.session, a.options.keep_alive_ms);
+  if (a.run) {
     lease.r_.device = e.device;
-    lease.r_.reserved = reserved.bytes;
-    lease.r_.arena_reserved = reserved.arena_bytes;
-    lease.r_.arena_predicted = reserved.arena_predicted;
-    lease.r_.alone = reserved.alone;
-    lease.r_.run_elements = elements;
-    lease.r_.retry = retry;
-    lease.r_.predicted = reserved.predicted;
+    lease.r_.reserved = a.reserved.bytes;
+    lease.r_.arena_reserved = a.reserved.arena_bytes;
+    lease.r_.arena_predicted = a.reserved.arena_predicted;
+    lease.r_.alone = a.reserved.alone;
+    lease.r_.run_elements = a.elements;
+    lease.r_.retry = a.retry;
+    lease.r_.predicted = a.reserved.predicted;
+  }
+  if (FirstMeasurementOverKeptArenaLocked(e, lease)) {
+    // The run would reuse the regions the shared arena keeps and read as needing less than it
+    // does: they go back first. `e` stays meanwhile (its lease is out).
+    lock.unlock();
+    (void)runtime_.Trim();
+    lock.lock();
   }
   StartMeasuringLocked(e, lease);
   ++e.calls;
   lock.unlock();
-  Emit(events);
+  Emit(a.events);
   return lease;
 }
 
@@ -483,6 +582,22 @@ Result<std::vector<NamedTensor>> ModelPool::Run(const std::string& name, const s
   });
   if (!status.ok()) return status;
   return outputs;
+}
+
+Status ModelPool::SetOutsideBytes(const std::string& name, int64_t bytes) {
+  if (bytes < 0) return InvalidArgument("outside bytes must not be negative (" + std::to_string(bytes) + ")");
+  std::vector<PoolEvent> events;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Entry* e = FindLocked(name);
+    if (!e) return NotFound("unknown model '" + name + "'");
+    e->outside_bytes = bytes;
+    // A larger charge: the models loaded beside it must still fit, as after a load measured larger.
+    if (e->state == PoolState::kReady) (void)MakeRoomLocked(DeviceOf(*e), 0, name, &events);
+    changed_.notify_all();
+  }
+  Emit(events);
+  return Status::Ok();
 }
 
 Status ModelPool::Load(const std::string& name) {

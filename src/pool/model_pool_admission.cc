@@ -126,8 +126,16 @@ ModelPool::Admit ModelPool::TryAdmitLocked(Entry& e, int64_t elements, uint64_t 
   Reserved taken{0, 0, alone, memory.value_or(-1), arena.value_or(-1)};
   // When idle models' charges keep a predicted need out even with nothing else running, they go
   // (LRU first), for a run alone too; runs in flight are waited for, never evicted.
-  if (const int64_t b = budget(e.device); memory && b > 0 && UsedLocked(e.device) + *memory > b) {
-    (void)MakeRoomLocked(e.device, *memory, e.spec.name, events);
+  // Unmeasured, nothing predicts its need: room for the most it can take (the shared arena's cap
+  // bounds its arena; without one, the whole budget, so that every idle model goes).
+  if (const int64_t b = budget(e.device); b > 0) {
+    int64_t room_for = b;
+    if (memory) {
+      room_for = *memory;
+    } else if (const int64_t arena_cap = RunLimitsLocked(e.device, 0, false).arena; arena_cap >= 0) {
+      room_for = std::min(arena_cap, b);
+    }
+    if (UsedLocked(e.device) + room_for > b) (void)MakeRoomLocked(e.device, room_for, e.spec.name, events);
   }
   if (alone) {
     if (line.runs > 0 || line.holds > 0) return Admit::kWait;  // it waits for the runs in flight to drain
@@ -247,14 +255,31 @@ void ModelPool::ReturnReservationLocked(const Lease& lease) {
   if (auto it = entries_.find(lease.name_); it != entries_.end()) it->second->reserved_bytes -= lease.r_.reserved;
 }
 
+bool ModelPool::FirstMeasurementOverKeptArenaLocked(const Entry& e, const Lease& lease) const {
+  if (e.device != "cpu" || in_flight_ != 1 || loading_ > 0) return false;
+  // What its first measurements teach: a run's need at its first two sizes (a run lease: the line
+  // through them is the lower bound beyond them, RunNeed::AtLeast), else, where charges hold one
+  // transient peak (admission by memory off), that peak.
+  const bool first = lease.r_.run_elements >= 0
+                         ? e.need.points().size() < 2 && !e.need.Measured(lease.r_.run_elements)
+                         : !options_.admit_by_memory && e.transient_bytes == 0;
+  return first && SharedArenaKeptBytes() > kKeptArenaSlackBytes;
+}
+
+int64_t ModelPool::SharedArenaKeptBytes() const {
+  if (runtime_.policy().cpu.arena != CpuArenaMode::kShared || runtime_.policy().release != ReleaseMode::kIdle) return 0;
+  const std::optional<ArenaStats> shared = runtime_.ReadSharedArena();
+  return shared ? shared->reserved - shared->in_use : 0;
+}
+
 void ModelPool::StartMeasuringLocked(Entry& e, Lease& lease) {
   // Measuring costs a few reads of /proc (~40 us here): the first calls of a model are measured,
   // then one call in 16, so charges keep up as it runs; and a run of a size not measured yet.
   const bool scheduled = e.calls < 8 || e.calls % 16 == 0;
   const bool new_size = lease.r_.run_elements >= 0 && (lease.r_.alone || !e.need.Measured(lease.r_.run_elements));
-  // Alone in the process: this call's peaks are its model's own. With others out, nothing is
-  // measured (their peaks cannot be told apart).
-  if (!(scheduled || new_size) || in_flight_ != 1) return;
+  // Alone in the process: this call's peaks are its model's own. With others out, or a model
+  // loading, nothing is measured (their peaks cannot be told apart).
+  if (!(scheduled || new_size) || in_flight_ != 1 || loading_ > 0) return;
   lease.r_.measure_generation = generation_;
   if (e.device == "cpu") {
     detail::ResetPeakRss();
@@ -263,6 +288,7 @@ void ModelPool::StartMeasuringLocked(Entry& e, Lease& lease) {
       if (auto shared = runtime_.ReadSharedArena()) {
         lease.r_.arena_in_use_at_start = shared->in_use;
         lease.r_.arena_peak_at_start = shared->peak_in_use;
+        lease.r_.arena_kept_at_start = shared->reserved - shared->in_use;
       }
     }
   } else if (lease.r_.run_elements >= 0 && e.session) {
@@ -328,6 +354,12 @@ void ModelPool::FinishMeasuringLocked(Entry& e, const Lease& lease) {
   if (lease.r_.run_elements < 0) return;
   ++e.measured_runs;
   if (!by_arena) NoteValueDependenceLocked(e, e.need, lease, peak);
+  // Over regions the shared arena kept (the idle release), the reading is a lower bound: it may
+  // raise the prediction, never set one below it.
+  if (lease.r_.arena_kept_at_start > kKeptArenaSlackBytes && !lease.r_.retry) {
+    const std::optional<int64_t> predicted = e.need.Predict(lease.r_.run_elements);
+    if (predicted && peak <= *predicted) return;
+  }
   // An out-of-memory retry raises the prediction to what was seen, and never lowers it.
   e.need.Record(lease.r_.run_elements, lease.r_.retry ? std::max(peak, lease.r_.predicted) : peak);
 }

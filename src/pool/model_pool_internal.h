@@ -23,7 +23,9 @@ struct ModelPool::Entry {
   std::string device;            // resolved device once loaded
   std::string reason;
   int64_t file_bytes = 0;        // the provisional charge before a first load (ModelBytes)
-  int64_t load_bytes = 0;
+  int64_t load_bytes = 0;        // the largest load measured (see LoadLocked)
+  bool load_quiet = false;       // load_bytes comes from loads with no lease out
+  int64_t outside_bytes = 0;     // held for it outside the pool's measurement (SetOutsideBytes)
   int64_t transient_bytes = 0;
   bool loaded_once = false;
   int in_flight = 0;
@@ -58,6 +60,9 @@ inline constexpr int kRunsMeasuredAlone = 2;
 // sized by a value, as ConstantOfShape, Expand, Range, Resize with scales, NonMaxSuppression do).
 // The slack keeps the noise of small RSS readings from marking anything.
 inline constexpr int64_t kValueDependenceSlackBytes = int64_t{32} << 20;
+// Free regions of the shared arena above this at a measured run's start make its RSS reading a
+// lower bound (ModelPool::FirstMeasurementOverKeptArenaLocked, FinishMeasuringLocked).
+inline constexpr int64_t kKeptArenaSlackBytes = int64_t{4} << 20;
 
 // The runs of one device: what they reserved, and those waiting, in arrival
 // order (out-of-memory retries ahead of the others, among themselves in order).

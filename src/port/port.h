@@ -12,13 +12,15 @@
 // from UTF-16 inside. Paths handed to ONNX Runtime go through OrtPath().
 //
 // Thread safety: every free function is safe to call from any thread; a
-// ReadOnlyFile, Mapping, Library or Child is one owned OS object (move-only).
+// ReadOnlyFile, Mapping, Library or Child is one owned OS object (move-only);
+// a GuardedMapping one mapping (not movable; it is held by pointer).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,6 +62,12 @@ bool ResetPeakResidentOf(int64_t process_id);
 // ru_minflt on Linux; on Windows PageFaultCount (soft and hard faults together:
 // Windows counts them as one). The benchmarks' cost of regrowing memory.
 int64_t MinorPageFaults();
+
+// Page faults of another process of this user so far, by id (the benchmarks'
+// `ebb serve` children): minflt + majflt from /proc/<id>/stat on Linux, the
+// process's PageFaultCount on Windows. -1 when unknown (no such process, or a
+// system without either).
+int64_t PageFaultsOf(int64_t process_id);
 
 // The machine's physical memory in bytes.
 int64_t MachineMemoryBytes();
@@ -182,6 +190,7 @@ class ReadOnlyFile {
   Status MakePrivate();
 
  private:
+  friend class GuardedMapping;
   explicit ReadOnlyFile(intptr_t handle) : handle_(handle) {}
   intptr_t handle_ = -1;  // a descriptor, or a HANDLE
 };
@@ -206,6 +215,58 @@ class Mapping {
   void* data_ = nullptr;
   size_t size_ = 0;
   FileIdentity identity_;
+};
+
+// A whole regular file mapped read-only and shared with the system's file
+// cache (no copy: what a session runs from a cache entry), kept safe from
+// writes to the file for as long as the mapping lives: no write by any
+// process, this one included, can change its bytes or make reading them
+// fault (a mapped file truncated under a reader kills it with SIGBUS).
+//   Linux: a read lease on the file (fcntl F_SETLEASE), taken before the
+//     size is checked and the file mapped. A process that opens the file for
+//     writing or truncates it is held by the kernel until the lease is given
+//     up; the kernel tells one thread of ebb's (a signal only that thread
+//     takes, SIGIO, blocked there and waited for), which first turns the
+//     mapping into a private copy of the same bytes at the same address
+//     (anonymous pages moved over it with mremap, atomically for readers),
+//     then gives the lease up. Leases need the file to be this user's, on a
+//     file system that has them (local ones; not NFS), and nobody to have it
+//     open for writing; the kernel gives the holder lease-break-time (45 s by
+//     default) before it breaks a lease itself. A child made by fork shares
+//     the mapping but not the thread: its mapping is not guarded.
+//   Windows: a second handle to the file that shares reading and deleting
+//     but not writing, held as long as the view: opening the file for writing
+//     fails (a sharing violation), and a mapped file cannot be truncated.
+// Renaming or removing the file is no write: the mapping keeps the bytes.
+class GuardedMapping {
+ public:
+  // Maps all of `file` (a regular file opened by ReadOnlyFile::Open), which
+  // must still be `size` bytes once guarded; on success the mapping owns the
+  // file (`file` is left closed). Errors: kUnavailable when no guard can be
+  // had here (the file system has no leases, the file is open for writing
+  // somewhere, or the system has no such guard): read the file instead;
+  // kInvalidArgument when the file is not `size` bytes (any more); kInternal
+  // when the system cannot map it.
+  static Result<std::unique_ptr<GuardedMapping>> Map(ReadOnlyFile& file, size_t size);
+
+  ~GuardedMapping();
+  GuardedMapping(const GuardedMapping&) = delete;
+  GuardedMapping& operator=(const GuardedMapping&) = delete;
+
+  const void* data() const;
+  size_t size() const;
+  // The file's identity once guarded: the version of the file the mapping
+  // holds (no write can come between it and the map).
+  const FileIdentity& identity() const;
+  // Whether a write to the file made the mapping a private copy (never on
+  // Windows, where writes are refused instead).
+  bool copied() const;
+
+  struct State;  // per system, in port_<family>.cc
+
+ private:
+  explicit GuardedMapping(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
 };
 
 // A path from UTF-8 text as the standard library takes it (u8path: on
@@ -264,6 +325,24 @@ extern const char* const kCudaProviderHint;
 // missing DLL is then this one-line error naming it; POSIX: always OK (the
 // loader refused to start a program without it, naming it).
 Status CheckOrtLibrary();
+// While one lives, what ONNX Runtime's own C runtime writes to standard error
+// goes to the null device; its destructor puts stderr back. For the calls
+// that create ORT's environment only. Windows: at that moment ORT's device
+// discovery probes the display adapters through DXGI and, where it finds no
+// DXGI (Wine without a display, Windows Server Core), writes "Failed to create
+// DXGI factory." to stderr itself, past ORT's logger; the DLL writes through
+// the universal C runtime (ucrtbase.dll), whose descriptors are not those of
+// the program's runtime. POSIX: does nothing (ORT prints nothing there).
+class OrtStderrSilenced {
+ public:
+  OrtStderrSilenced();
+  ~OrtStderrSilenced();
+  OrtStderrSilenced(const OrtStderrSilenced&) = delete;
+  OrtStderrSilenced& operator=(const OrtStderrSilenced&) = delete;
+
+ private:
+  int saved_ = -1;  // the runtime's descriptor 2 as it was, -1 when nothing was redirected
+};
 
 // ---- Files -------------------------------------------------------------------
 
@@ -341,6 +420,13 @@ class Child {
   // `env` set in the child. Errors: kInternal naming the call that failed.
   static Result<Child> SpawnSelf(const std::vector<std::string>& args,
                                  const std::vector<std::pair<std::string, std::string>>& env);
+  // Starts `program` (looked up on PATH when it has no directory part) with
+  // `args` (args[0] is its name), as SpawnSelf does otherwise. Errors:
+  // kInternal naming the call that failed. A program that cannot be started:
+  // on POSIX the child exits with 127 (seen at Wait()); on Windows kInternal
+  // (CreateProcess failed).
+  static Result<Child> Spawn(const std::string& program, const std::vector<std::string>& args,
+                             const std::vector<std::pair<std::string, std::string>>& env);
   Child(Child&& other) noexcept;
   Child& operator=(Child&& other) noexcept;
   Child(const Child&) = delete;
@@ -390,6 +476,15 @@ PeerState PeekPeer(intptr_t socket);
 // bind reports it there. A port taken between this check and the bind still
 // fails at the bind.
 Status CheckListenable(const std::string& host, int port);
+
+// The bytes this process wrote to its TCP connections on local `port` that
+// their peers have not acknowledged yet (the send queues of those in state
+// ESTABLISHED; on Linux from /proc/self/net/tcp and tcp6, matched to this
+// process's descriptors). -1 where that cannot be read (Windows, a system
+// without /proc). A server shutting down waits for 0 before it closes them:
+// a connection closed with input unread is reset, and a reset discards what
+// the peer has not received yet.
+int64_t UnacknowledgedBytesOn(int port);
 
 // Raises this process's soft limit on open files to `needed` when it is
 // lower. Returns -1 when done or not needed (always on Windows, whose socket

@@ -11,17 +11,23 @@
 #include <sys/uio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <atomic>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <future>
 #include <mutex>
+#include <set>
 #include <sstream>
+#include <thread>
 #include <type_traits>
 
 #include "port.h"
@@ -99,6 +105,22 @@ int64_t MinorPageFaults() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return usage.ru_minflt;
+}
+
+int64_t PageFaultsOf(int64_t id) {
+  std::ifstream in("/proc/" + std::to_string(id) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = stat.rfind(')');  // the command name may hold spaces and parentheses
+  if (close == std::string::npos) return -1;
+  std::istringstream fields(stat.substr(close + 1));
+  std::string field;
+  int64_t minflt = -1, majflt = -1;
+  // After the name: state(3) ppid pgrp session tty_nr tpgid flags minflt(10) cminflt majflt(12).
+  for (int i = 3; i <= 12 && fields >> field; ++i) {
+    if (i == 10) minflt = std::strtoll(field.c_str(), nullptr, 10);
+    if (i == 12) majflt = std::strtoll(field.c_str(), nullptr, 10);
+  }
+  return minflt < 0 || majflt < 0 ? -1 : minflt + majflt;
 }
 
 int64_t MachineMemoryBytes() {
@@ -356,6 +378,162 @@ Mapping::~Mapping() {
   if (data_) munmap(data_, size_);
 }
 
+// The guard of GuardedMapping on Linux: a read lease per mapped file, and one thread that the kernel
+// tells (SIGIO, directed at that thread only, blocked there and taken with sigwaitinfo) when a process
+// wants to write a leased file. That thread copies each such mapping into anonymous pages, moves them
+// over the file's pages (mremap: readers see the same bytes at the same address throughout), then gives
+// the lease up, which lets the writer go on.
+struct GuardedMapping::State {
+  int fd = -1;
+  void* data = nullptr;
+  size_t size = 0;
+  FileIdentity identity;
+  std::atomic<bool> copied{false};
+};
+
+namespace {
+
+#ifdef __linux__
+class LeaseWatcher {
+ public:
+  // The process's watcher, its thread started on first use; nullptr when it cannot be.
+  static LeaseWatcher* Get() {
+    static LeaseWatcher* watcher = [] {
+      auto* w = new LeaseWatcher();  // never destroyed: its thread waits for signals until the process ends
+      return w->Start() ? w : nullptr;
+    }();
+    return watcher;
+  }
+
+  // Takes a read lease on `file`, checks it is `size` bytes, maps it and registers the mapping, all
+  // under the watcher's lock (a lease break in between is handled once the mapping is in place).
+  Result<std::unique_ptr<GuardedMapping::State>> Map(int fd, size_t size) {
+    std::lock_guard<std::mutex> lock(mu_);
+    f_owner_ex owner{F_OWNER_TID, tid_};
+    if (fcntl(fd, F_SETOWN_EX, &owner) != 0 || fcntl(fd, F_SETSIG, SIGIO) != 0) {
+      return Unavailable("cannot direct the file's signals: " + ErrnoText(errno));
+    }
+    if (fcntl(fd, F_SETLEASE, F_RDLCK) != 0) return Unavailable("no read lease: " + ErrnoText(errno));
+    auto state = std::make_unique<GuardedMapping::State>();
+    state->fd = fd;
+    struct stat st;
+    Status status = fstat(fd, &st) != 0 ? Internal("cannot stat: " + ErrnoText(errno))
+                    : static_cast<uint64_t>(st.st_size) != size
+                        ? InvalidArgument("is " + std::to_string(st.st_size) + " bytes, not " + std::to_string(size))
+                        : Status::Ok();
+    if (status.ok()) {
+      void* data = mmap(nullptr, size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+      if (data == MAP_FAILED) {
+        status = Internal("cannot map: " + ErrnoText(errno));
+      } else {
+        state->data = data;
+        state->size = size;
+        state->identity = InfoOf(st).identity;
+      }
+    }
+    if (!status.ok()) {
+      fcntl(fd, F_SETLEASE, F_UNLCK);
+      return status;
+    }
+    leased_.insert(state.get());
+    return state;
+  }
+
+  // Forgets `state` (before its mapping goes): no copy is made for it after this returns.
+  void Forget(GuardedMapping::State* state) {
+    std::lock_guard<std::mutex> lock(mu_);
+    leased_.erase(state);
+    fcntl(state->fd, F_SETLEASE, F_UNLCK);
+  }
+
+ private:
+  bool Start() {
+    std::promise<pid_t> started;
+    std::future<pid_t> tid = started.get_future();
+    try {
+      std::thread([this, &started] {
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGIO);
+        pthread_sigmask(SIG_BLOCK, &set, nullptr);  // taken below, never delivered to a handler
+        started.set_value(static_cast<pid_t>(syscall(SYS_gettid)));
+        Loop(set);
+      }).detach();
+    } catch (const std::system_error&) {
+      return false;
+    }
+    tid_ = tid.get();
+    return true;
+  }
+
+  void Loop(const sigset_t& set) {
+    while (true) {
+      siginfo_t info;
+      if (sigwaitinfo(&set, &info) < 0) continue;
+      // Signals of one kind merge while pending: look at every lease. One being broken reads as F_UNLCK
+      // (the type it is being broken to); a lease given up already is not in the set.
+      std::lock_guard<std::mutex> lock(mu_);
+      for (GuardedMapping::State* state : leased_) {
+        if (!state->copied.load() && fcntl(state->fd, F_GETLEASE) == F_UNLCK) CopyInPlace(*state);
+      }
+    }
+  }
+
+  // Makes `state`'s mapping a private copy of its bytes at the same address, then gives the lease up.
+  static void CopyInPlace(GuardedMapping::State& state) {
+    void* copy = mmap(nullptr, state.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (copy != MAP_FAILED) {
+      std::memcpy(copy, state.data, state.size);  // the writer waits: the file is as it was
+      mprotect(copy, state.size, PROT_READ);
+      if (mremap(copy, state.size, state.size, MREMAP_MAYMOVE | MREMAP_FIXED, state.data) == MAP_FAILED) {
+        munmap(copy, state.size);
+      } else {
+        state.copied.store(true);
+      }
+    }
+    // Without memory for the copy the lease is given up all the same: the kernel would break it anyway.
+    fcntl(state.fd, F_SETLEASE, F_UNLCK);
+  }
+
+  std::mutex mu_;
+  pid_t tid_ = 0;
+  std::set<GuardedMapping::State*> leased_;  // guarded by mu_
+};
+#endif
+
+}  // namespace
+
+Result<std::unique_ptr<GuardedMapping>> GuardedMapping::Map(ReadOnlyFile& file, size_t size) {
+#ifdef __linux__
+  if (size == 0) return InvalidArgument("is empty");
+  LeaseWatcher* watcher = LeaseWatcher::Get();
+  if (!watcher) return Unavailable("no thread to watch leases");
+  Result<std::unique_ptr<State>> state = watcher->Map(static_cast<int>(file.handle_), size);
+  if (!state.ok()) return state.status();
+  file.handle_ = -1;  // the mapping's now
+  return std::unique_ptr<GuardedMapping>(new GuardedMapping(std::move(state).value()));
+#else
+  (void)file;
+  (void)size;
+  return Unavailable("no file leases on this system");
+#endif
+}
+
+GuardedMapping::GuardedMapping(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+GuardedMapping::~GuardedMapping() {
+#ifdef __linux__
+  LeaseWatcher::Get()->Forget(state_.get());
+#endif
+  munmap(state_->data, state_->size);
+  close(state_->fd);
+}
+
+const void* GuardedMapping::data() const { return state_->data; }
+size_t GuardedMapping::size() const { return state_->size; }
+const FileIdentity& GuardedMapping::identity() const { return state_->identity; }
+bool GuardedMapping::copied() const { return state_->copied.load(); }
+
 std::filesystem::path PathFromUtf8(const std::string& utf8) { return std::filesystem::path(utf8); }
 std::string Utf8FromPath(const std::filesystem::path& path) { return path.string(); }
 std::basic_string<OrtChar> OrtPath(const std::string& utf8) { return utf8; }
@@ -409,6 +587,9 @@ const char* const kLineFilter = "grep";
 const char* const kCudaProviderHint = "`make setup GPU=1` installs it";
 
 Status CheckOrtLibrary() { return Status::Ok(); }
+
+OrtStderrSilenced::OrtStderrSilenced() = default;
+OrtStderrSilenced::~OrtStderrSilenced() = default;
 
 std::FILE* OpenFile(const std::string& path, const char* mode) { return std::fopen(path.c_str(), mode); }
 
@@ -488,6 +669,11 @@ std::string CpuFeatures() {
 
 Result<Child> Child::SpawnSelf(const std::vector<std::string>& args,
                                const std::vector<std::pair<std::string, std::string>>& env) {
+  return Spawn("/proc/self/exe", args, env);
+}
+
+Result<Child> Child::Spawn(const std::string& program, const std::vector<std::string>& args,
+                           const std::vector<std::pair<std::string, std::string>>& env) {
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) return Internal("pipe failed: " + ErrnoText(errno));
   std::vector<std::string> copy = args;
@@ -504,7 +690,7 @@ Result<Child> Child::SpawnSelf(const std::vector<std::string>& args,
   if (pid == 0) {
     dup2(out[1], STDOUT_FILENO);  // dup2 clears close-on-exec on the new descriptor
     for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
-    execv("/proc/self/exe", argv.data());
+    execvp(program.c_str(), argv.data());
     _exit(127);
   }
   close(out[1]);
@@ -636,6 +822,43 @@ Status CheckListenable(const std::string& host, int port) {
   freeaddrinfo(found);
   if (error != 0) return Unavailable(std::strerror(error));
   return Status::Ok();
+}
+
+int64_t UnacknowledgedBytesOn(int port) {
+  // The inodes of this process's sockets: /proc/self/fd/N links to "socket:[inode]".
+  std::set<std::string> mine;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    std::error_code link_ec;
+    const std::string target = std::filesystem::read_symlink(entry.path(), link_ec).string();
+    if (!link_ec && target.rfind("socket:[", 0) == 0 && target.back() == ']') {
+      mine.insert(target.substr(8, target.size() - 9));
+    }
+  }
+  if (ec) return -1;
+  // Each line of /proc/net/tcp{,6}: "sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout
+  // inode ...", the addresses as HEXADDR:HEXPORT and st in hex (01: ESTABLISHED).
+  int64_t unacknowledged = 0;
+  bool read_any = false;
+  for (const char* table : {"/proc/self/net/tcp", "/proc/self/net/tcp6"}) {
+    std::ifstream in(table);
+    if (!in) continue;
+    read_any = true;
+    std::string line;
+    std::getline(in, line);  // the heading
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+      if (!(fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode)) {
+        continue;
+      }
+      const size_t colon = local.rfind(':');
+      if (colon == std::string::npos || state != "01") continue;
+      if (std::strtol(local.c_str() + colon + 1, nullptr, 16) != port || mine.count(inode) == 0) continue;
+      unacknowledged += std::strtoll(queues.c_str(), nullptr, 16);  // "tx_queue:rx_queue"
+    }
+  }
+  return read_any ? unacknowledged : -1;
 }
 
 int64_t RaiseOpenFileLimit(size_t needed) {

@@ -131,6 +131,14 @@ bool ResetPeakResidentOf(int64_t) { return false; }
 
 int64_t MinorPageFaults() { return static_cast<int64_t>(CountersOf(GetCurrentProcess()).PageFaultCount); }
 
+int64_t PageFaultsOf(int64_t id) {
+  HANDLE process = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, FALSE, static_cast<DWORD>(id));
+  if (!process) return -1;
+  const int64_t faults = static_cast<int64_t>(CountersOf(process).PageFaultCount);
+  CloseHandle(process);
+  return faults;
+}
+
 int64_t MachineMemoryBytes() {
   MEMORYSTATUSEX status{};
   status.dwLength = sizeof status;
@@ -368,6 +376,58 @@ Mapping::~Mapping() {
   if (data_) UnmapViewOfFile(data_);
 }
 
+// The guard of GuardedMapping on Windows: a second handle to the file that does not share writing, held
+// as long as the view. Opening the file for writing then fails, and a file with a view cannot be truncated.
+struct GuardedMapping::State {
+  HANDLE guard = INVALID_HANDLE_VALUE;
+  void* data = nullptr;
+  size_t size = 0;
+  FileIdentity identity;
+};
+
+Result<std::unique_ptr<GuardedMapping>> GuardedMapping::Map(ReadOnlyFile& file, size_t size) {
+  if (size == 0) return InvalidArgument("is empty");
+  auto state = std::make_unique<State>();
+  // The same file as `file` (no path to race on), shared for reading and deleting only.
+  state->guard =
+      ReOpenFile(reinterpret_cast<HANDLE>(file.handle_), GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_DELETE, 0);
+  if (state->guard == INVALID_HANDLE_VALUE) {
+    return Unavailable("cannot hold the file against writers: " + ErrorText(GetLastError()));
+  }
+  Result<FileInfo> info = InfoOfHandle(state->guard);
+  const std::string sizes = info.ok() ? std::to_string(info->identity.size) + " bytes, not " + std::to_string(size) : "";
+  Status status = !info.ok() ? Internal("cannot stat: " + info.status().message())
+                  : static_cast<uint64_t>(info->identity.size) != size ? InvalidArgument("is " + sizes)
+                                                                        : Status::Ok();
+  if (status.ok()) {
+    HANDLE section = CreateFileMappingW(state->guard, nullptr, PAGE_READONLY, 0, 0, nullptr);
+    state->data = section ? MapViewOfFile(section, FILE_MAP_READ, 0, 0, 0) : nullptr;
+    if (!state->data) status = Internal("cannot map: " + ErrorText(GetLastError()));
+    if (section) CloseHandle(section);  // the view keeps the section
+  }
+  if (!status.ok()) {
+    CloseHandle(state->guard);
+    return status;
+  }
+  state->size = size;
+  state->identity = info->identity;
+  CloseHandle(reinterpret_cast<HANDLE>(file.handle_));
+  file.handle_ = -1;
+  return std::unique_ptr<GuardedMapping>(new GuardedMapping(std::move(state)));
+}
+
+GuardedMapping::GuardedMapping(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+GuardedMapping::~GuardedMapping() {
+  UnmapViewOfFile(state_->data);
+  CloseHandle(state_->guard);
+}
+
+const void* GuardedMapping::data() const { return state_->data; }
+size_t GuardedMapping::size() const { return state_->size; }
+const FileIdentity& GuardedMapping::identity() const { return state_->identity; }
+bool GuardedMapping::copied() const { return false; }
+
 std::filesystem::path PathFromUtf8(const std::string& utf8) { return std::filesystem::path(Wide(utf8)); }
 std::string Utf8FromPath(const std::filesystem::path& path) { return Narrow(path.wstring()); }
 
@@ -468,6 +528,74 @@ Status CheckOrtLibrary() {
   const std::string folder = Narrow(std::filesystem::path(Wide(ExecutablePath())).parent_path().wstring());
   return FailedPrecondition("onnxruntime.dll cannot be loaded (" + ErrorText(error) +
                             "): it belongs beside ebb.exe, in " + folder + ", as in the release zip");
+}
+
+namespace {
+
+// The universal C runtime's descriptor calls, reached by name: onnxruntime.dll (built with MSVC) writes
+// through ucrtbase.dll, and MinGW's own _dup2 would redirect msvcrt.dll's descriptor 2, not ORT's.
+struct UcrtDescriptors {
+  using Dup = int(__cdecl*)(int);
+  using Dup2 = int(__cdecl*)(int, int);
+  using Open = int(__cdecl*)(const char*, int, ...);
+  using Close = int(__cdecl*)(int);
+  using OsHandle = intptr_t(__cdecl*)(int);
+  Dup dup = nullptr;
+  Dup2 dup2 = nullptr;
+  Open open = nullptr;
+  Close close = nullptr;
+  OsHandle os_handle = nullptr;
+
+  // Empty (all null) when the runtime is not loaded: then ORT is not either, and prints nothing yet.
+  static UcrtDescriptors Find() {
+    UcrtDescriptors d;
+    HMODULE crt = GetModuleHandleW(L"ucrtbase.dll");
+    if (!crt) return d;
+    d.dup = reinterpret_cast<Dup>(reinterpret_cast<void*>(GetProcAddress(crt, "_dup")));
+    d.dup2 = reinterpret_cast<Dup2>(reinterpret_cast<void*>(GetProcAddress(crt, "_dup2")));
+    d.open = reinterpret_cast<Open>(reinterpret_cast<void*>(GetProcAddress(crt, "_open")));
+    d.close = reinterpret_cast<Close>(reinterpret_cast<void*>(GetProcAddress(crt, "_close")));
+    d.os_handle = reinterpret_cast<OsHandle>(reinterpret_cast<void*>(GetProcAddress(crt, "_get_osfhandle")));
+    return d;
+  }
+  bool usable() const { return dup && dup2 && open && close && os_handle; }
+};
+
+}  // namespace
+
+// Both C runtimes took descriptor 2's handle from GetStdHandle at start-up: the same handle. ucrt's _dup2
+// closes the handle it replaces, which would leave ebb's own stderr (msvcrt's descriptor 2) writing to a
+// closed handle; so that handle is protected from closing for the one _dup2 call that replaces it.
+OrtStderrSilenced::OrtStderrSilenced() {
+  const UcrtDescriptors crt = UcrtDescriptors::Find();
+  if (!crt.usable()) return;
+  const auto shared = reinterpret_cast<HANDLE>(crt.os_handle(2));
+  DWORD flags = 0;
+  if (shared == INVALID_HANDLE_VALUE || !GetHandleInformation(shared, &flags)) return;  // no stderr at all
+  const int saved = crt.dup(2);
+  if (saved < 0) return;
+  const int null_device = crt.open("NUL", _O_WRONLY);
+  if (null_device < 0) {
+    crt.close(saved);
+    return;
+  }
+  SetHandleInformation(shared, HANDLE_FLAG_PROTECT_FROM_CLOSE, HANDLE_FLAG_PROTECT_FROM_CLOSE);
+  const bool redirected = crt.dup2(null_device, 2) == 0;
+  SetHandleInformation(shared, HANDLE_FLAG_PROTECT_FROM_CLOSE, flags & HANDLE_FLAG_PROTECT_FROM_CLOSE);
+  crt.close(null_device);
+  if (!redirected) {
+    crt.close(saved);
+    return;
+  }
+  saved_ = saved;
+}
+
+OrtStderrSilenced::~OrtStderrSilenced() {
+  if (saved_ < 0) return;
+  const UcrtDescriptors crt = UcrtDescriptors::Find();
+  if (!crt.usable()) return;
+  crt.dup2(saved_, 2);  // closes the null device's handle, not one another runtime holds
+  crt.close(saved_);
 }
 
 std::FILE* OpenFile(const std::string& path, const char* mode) {
@@ -581,11 +709,16 @@ std::wstring Quoted(const std::wstring& arg) {
 
 Result<Child> Child::SpawnSelf(const std::vector<std::string>& args,
                                const std::vector<std::pair<std::string, std::string>>& env) {
+  return Spawn(ExecutablePath(), args, env);
+}
+
+Result<Child> Child::Spawn(const std::string& program, const std::vector<std::string>& args,
+                           const std::vector<std::pair<std::string, std::string>>& env) {
   SECURITY_ATTRIBUTES inherit{sizeof(SECURITY_ATTRIBUTES), nullptr, TRUE};
   HANDLE read_end = nullptr, write_end = nullptr;
   if (!CreatePipe(&read_end, &write_end, &inherit, 0)) return Internal("CreatePipe failed: " + ErrorText(GetLastError()));
   SetHandleInformation(read_end, HANDLE_FLAG_INHERIT, 0);  // only the write end goes to the child
-  std::wstring command = Quoted(Wide(ExecutablePath()));
+  std::wstring command = Quoted(Wide(program));  // CreateProcess looks a bare name up on PATH
   for (size_t i = 1; i < args.size(); ++i) command += L" " + Quoted(Wide(args[i]));
   // The child's environment: this one's, with `env` set (set here around the call; a benchmark's own process).
   std::vector<std::pair<std::wstring, std::wstring>> saved;
@@ -709,6 +842,8 @@ PeerState PeekPeer(intptr_t socket) {
 }
 
 Status CheckListenable(const std::string&, int) { return Status::Ok(); }  // the server's bind reports it
+
+int64_t UnacknowledgedBytesOn(int) { return -1; }  // gRPC, its one caller, is not built for Windows
 
 int64_t RaiseOpenFileLimit(size_t) { return -1; }
 

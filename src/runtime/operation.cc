@@ -32,6 +32,7 @@ Status Operation::Abort(Status status) {
 }
 
 Status Operation::Execute() {
+  const std::unique_ptr<IdleReleaseHold> idle_hold = runtime_.HoldIdleRelease();  // no idle shrink between its runs
   bool last_released = true;  // whether the last run so far was flagged as ending
   for (size_t i = 0; i < steps_.size(); ++i) {
     Step& step = steps_[i];
@@ -44,7 +45,7 @@ Status Operation::Execute() {
     RunFlags flags;
     flags.ends_operation = EndsForArenas(i) && options_.ends_operation;
     last_released = flags.ends_operation || !step.may_add_steps;
-    flags.release = options_.release;
+    flags.release = OperationReleaseMode(runtime_.policy(), options_.release);
     flags.outputs = step.outputs;
     flags.observer = options_.observer;
     Result<std::vector<NamedTensor>> outputs = step.session->Run(*inputs, flags);
@@ -60,7 +61,7 @@ Status Operation::Execute() {
   }
   // A step that could have added more turned out to be the last: release now.
   if (!last_released && options_.ends_operation &&
-      options_.release.value_or(runtime_.policy().release) == ReleaseMode::kOperationEnd) {
+      OperationReleaseMode(runtime_.policy(), options_.release) == ReleaseMode::kOperationEnd) {
     (void)runtime_.Trim();
   }
   return Status::Ok();

@@ -74,7 +74,7 @@ Result<std::unique_ptr<Runtime>> Runtime::Create(const MemoryPolicy& policy) {
 }
 
 const MemoryPolicy& Runtime::policy() const { return ctx_->policy(); }
-SessionCache& Runtime::cache() { return *cache_; }
+size_t Runtime::cached_sessions() const { return cache_->size(); }
 uint64_t Runtime::load_count() const { return cache_->total_loads(); }
 
 Result<std::shared_ptr<Session>> Runtime::Load(const std::string& model_path, const LoadOptions& options) {
@@ -122,14 +122,20 @@ Result<std::shared_ptr<Session>> Runtime::LoadSource(const detail::ModelSource& 
   spec.device = options.device;
   spec.strict_device = options.strict_device.value_or(ctx_->policy().strict_device);
   spec.model_sha256 = sha256;
+  spec.graph_optimization = options.graph_optimization.value_or(ctx_->policy().graph_optimization);
+  // A level other than the policy's makes another session (its text in the key).
+  const std::string level = spec.graph_optimization == ctx_->policy().graph_optimization
+                                ? ""
+                                : detail::GraphOptionsText(spec.graph_optimization);
   // A model on the CPU is one model however the CPU was asked for: "cpu", or "auto" / a lenient
   // "cuda:N" where CUDA is known not to work (a load that falls back is re-keyed below).
-  const SessionKey cpu_key{sha256, "cpu", ""};
+  const SessionKey cpu_key{sha256, "cpu", level};
   const bool falls_back = ctx_->cuda_unavailable().has_value() &&
                           !(spec.strict_device && spec.device.kind == DeviceRequest::Kind::kCuda);
   const SessionKey key = spec.device.kind == DeviceRequest::Kind::kCpu || falls_back
                              ? cpu_key
-                             : SessionKey{sha256, spec.device.ToString(), spec.strict_device ? "strict" : ""};
+                             : SessionKey{sha256, spec.device.ToString(),
+                                          spec.strict_device ? (level.empty() ? "strict" : "strict;" + level) : level};
 
   std::weak_ptr<SessionCache> weak_cache = cache_;
   bool loaded = false;

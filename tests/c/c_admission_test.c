@@ -100,6 +100,5 @@ int main(void) {
   RUN_TEST(test_four_concurrent_runs_all_succeed_under_the_cap);
   ebb_pool_destroy(g_pool);
   ebb_runtime_destroy(g_rt);
-  printf("%d check(s) failed\n", g_failures);
-  return g_failures == 0 ? 0 : 1;
+  return report_failures();
 }

@@ -64,7 +64,6 @@ static void test_null_handles(void) {
   CHECK_CODE(ebb_pool_snapshot(NULL, &snap), EBB_INVALID_ARGUMENT, "pool");
   CHECK_CODE(ebb_load_options_set_device(NULL, "cpu"), EBB_INVALID_ARGUMENT, "options");
   CHECK_CODE(ebb_tensor_string(NULL, 0, NULL, NULL), EBB_INVALID_ARGUMENT, "tensor");
-  CHECK_CODE(ebb_bench_time_runs(NULL, NULL, NULL, 0, 1, 1, NULL, NULL), EBB_INVALID_ARGUMENT, "session");
   /* Accessors and destroyers take NULL. */
   CHECK(ebb_session_input_count(NULL) == 0 && ebb_session_input(NULL, 0, NULL, NULL, NULL, NULL) == 0);
   CHECK(strcmp(ebb_session_name(NULL), "") == 0 && strcmp(ebb_session_device(NULL), "") == 0);
@@ -235,6 +234,18 @@ static void test_bad_runs(void) {
   CHECK(ebb_operation_ended(op) && ebb_operation_released(op));
   CHECK_CODE(ebb_operation_run(op, s, x_name, good, 1, NULL, 0, &out), EBB_FAILED_PRECONDITION, "already ended");
   ebb_operation_destroy(op);
+  /* Abandoned by its caller: ended and released at once, later runs refused; NULL is nothing. */
+  CHECK_OK(ebb_operation_create(g_rt, 0, NULL, &op));
+  CHECK_OK(ebb_operation_run(op, s, x_name, good, 1, NULL, 0, &out));
+  ebb_tensors_destroy(out);
+  out = NULL;
+  CHECK(!ebb_operation_ended(op) && !ebb_operation_released(op));
+  ebb_operation_abandon(op);
+  ebb_operation_abandon(NULL);
+  CHECK(ebb_operation_ended(op) && ebb_operation_released(op) && ebb_operation_runs_done(op) == 1);
+  CHECK_CODE(ebb_operation_run(op, s, x_name, good, 1, NULL, 0, &out), EBB_FAILED_PRECONDITION, "abandoned");
+  CHECK_OK(ebb_operation_end(op));
+  ebb_operation_destroy(op);
   /* The session still works after all that. */
   CHECK_OK(ebb_session_run(s, x_name, good, 1, NULL, 0, &out));
   ebb_tensors_destroy(out);
@@ -361,12 +372,7 @@ static void test_out_of_memory(void) {
 }
 
 int main(void) {
-  ebb_status_t* st = ebb_runtime_create(NULL, 0, &g_rt);
-  if (st) {
-    fprintf(stderr, "ebb_runtime_create: %s\n", ebb_status_message(st));
-    ebb_status_destroy(st);
-    return 1;
-  }
+  if (!create_shared_runtime(&g_rt)) return 1;
   RUN_TEST(test_status_and_names);
   RUN_TEST(test_null_handles);
   RUN_TEST(test_bad_tensors);
@@ -377,6 +383,5 @@ int main(void) {
   RUN_TEST(test_last_lease_destroyed_on_the_keep_alive_thread);
   RUN_TEST(test_out_of_memory);
   ebb_runtime_destroy(g_rt);
-  printf("%d check(s) failed\n", g_failures);
-  return g_failures == 0 ? 0 : 1;
+  return report_failures();
 }

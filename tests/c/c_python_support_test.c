@@ -158,17 +158,11 @@ static void test_pool_admission_details(void) {
 }
 
 int main(void) {
-  ebb_status_t* st = ebb_runtime_create(NULL, 0, &g_rt);
-  if (st) {
-    fprintf(stderr, "ebb_runtime_create: %s\n", ebb_status_message(st));
-    ebb_status_destroy(st);
-    return 1;
-  }
+  if (!create_shared_runtime(&g_rt)) return 1;
   RUN_TEST(test_images_round_trip);
   RUN_TEST(test_model_resolution_and_config);
   RUN_TEST(test_session_targets_and_share);
   RUN_TEST(test_pool_admission_details);
   ebb_runtime_destroy(g_rt);
-  printf("%d check(s) failed\n", g_failures);
-  return g_failures == 0 ? 0 : 1;
+  return report_failures();
 }

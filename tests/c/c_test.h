@@ -168,4 +168,20 @@ static inline int equals_cxx_run(const char* model, const char* const* inputs, s
   return equal;
 }
 
+/* main()'s start in a file whose tests share one runtime: a runtime with the default policy in *rt;
+ * 0 (the reason printed) when it cannot be made. */
+static inline int create_shared_runtime(ebb_runtime_t** rt) {
+  ebb_status_t* st = ebb_runtime_create(NULL, 0, rt);
+  if (!st) return 1;
+  fprintf(stderr, "ebb_runtime_create: %s\n", ebb_status_message(st));
+  ebb_status_destroy(st);
+  return 0;
+}
+
+/* main()'s end: the count of failed checks printed; the exit status. */
+static inline int report_failures(void) {
+  printf("%d check(s) failed\n", g_failures);
+  return g_failures == 0 ? 0 : 1;
+}
+
 #endif /* EBB_TESTS_C_C_TEST_H_ */

@@ -1,5 +1,6 @@
 # The exported symbols of libebb.so are exactly the functions include/ebb/c.h declares (plus the
-# version node EBB_<ABI>), and its soname is libebb.so.<ABI>:
+# version node EBB_<ABI>), none of them a benchmark hook (ebb_bench_*: the benchmarks' baselines live in
+# their own programs, never in the shipped library), and its soname is libebb.so.<ABI>:
 #   cmake -DLIB=<libebb.so.N> -DHEADER=<include/ebb/c.h> -DABI=<N> -P check_symbols.cmake
 execute_process(COMMAND nm -D --defined-only "${LIB}" OUTPUT_VARIABLE listing RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
@@ -36,6 +37,12 @@ foreach(d IN LISTS declarations)
   string(REGEX MATCH "(ebb_[a-z0-9_]+)\\($" name "${d}")
   list(APPEND declared "${CMAKE_MATCH_1}")
 endforeach()
+set(hooks ${exported} ${declared})
+list(FILTER hooks INCLUDE REGEX "^ebb_bench_")
+if(hooks)
+  list(REMOVE_DUPLICATES hooks)
+  message(FATAL_ERROR "libebb exports or c.h declares benchmark hooks (they belong to the benchmarks): ${hooks}")
+endif()
 list(SORT exported)
 list(SORT declared)
 list(LENGTH declared count)

@@ -25,6 +25,8 @@
 // This is a test program: it includes ONNX Runtime's headers for the one thing ebb does not expose,
 // which provider ORT assigned each node to (session.record_ep_graph_assignment_info).
 #include <dlfcn.h>
+#include <execinfo.h>
+#include <csignal>
 #include <unistd.h>
 
 #include <onnxruntime_cxx_api.h>
@@ -219,6 +221,14 @@ std::optional<std::string> CudaProblem() {
   return problem;
 }
 
+// The policy the checks start from: the default, with the shared CUDA arena, which they were written
+// to check (the default is `per_session` until a GPU run shows `shared` working: memory-policy.md).
+MemoryPolicy SharedCudaPolicy() {
+  MemoryPolicy policy;
+  policy.cuda.arena = ebb::CudaArenaMode::kShared;
+  return policy;
+}
+
 std::unique_ptr<Runtime> NewRuntime(const MemoryPolicy& policy, Report& report) {
   auto runtime = Runtime::Create(policy);
   if (!runtime.ok()) {
@@ -398,12 +408,12 @@ void CheckProvider(Report& report) {
                                           {"detail", support.cuda_detail}};
   if (auto problem = CudaProblem()) {
     // What can be checked without a GPU: the assignment read-out itself, on a CPU session.
-    auto runtime = NewRuntime({}, report);
+    auto runtime = NewRuntime(SharedCudaPolicy(), report);
     if (runtime) report.figures()["assignment_on_cpu"] = NodesPerProvider("waifu2x_scale2x", false);
     return report.Unusable(*problem);
   }
   report.Goal("provider_library_loadable", support.cuda == ebb::ProviderSupport::CudaLibrary::kLoadable);
-  auto runtime = NewRuntime({}, report);
+  auto runtime = NewRuntime(SharedCudaPolicy(), report);
   if (!runtime) return;
   auto session = LoadOnCuda(*runtime, "waifu2x_scale2x", report);
   if (!session) return;
@@ -438,7 +448,7 @@ void CheckArenaStrategy(Report& report) {
   for (const auto strategy : {ebb::ExtendStrategy::kSameAsRequested, ebb::ExtendStrategy::kNextPowerOfTwo}) {
     const bool same = strategy == ebb::ExtendStrategy::kSameAsRequested;
     const std::string key = same ? "same_as_requested" : "next_power_of_two";
-    MemoryPolicy policy;
+    MemoryPolicy policy = SharedCudaPolicy();
     policy.cuda.arena_settings.extend_strategy = strategy;
     auto runtime = NewRuntime(policy, report);
     if (!runtime) return;
@@ -461,7 +471,7 @@ void CheckArenaStrategy(Report& report) {
 // device; device memory goes back to its after-load value (±5%) and the session stays cached.
 void CheckOperationRelease(Report& report) {
   if (auto problem = CudaProblem()) return report.Unusable(*problem);
-  auto runtime = NewRuntime({}, report);
+  auto runtime = NewRuntime(SharedCudaPolicy(), report);
   if (!runtime) return;
   auto session = LoadOnCuda(*runtime, "waifu2x_scale2x", report);
   if (!session) return;
@@ -506,7 +516,7 @@ void CheckOperationRelease(Report& report) {
 // Release mode `never`: the same operation keeps its device memory.
 void CheckNeverKeeps(Report& report) {
   if (auto problem = CudaProblem()) return report.Unusable(*problem);
-  MemoryPolicy policy;
+  MemoryPolicy policy = SharedCudaPolicy();
   policy.release = ebb::ReleaseMode::kNever;
   auto runtime = NewRuntime(policy, report);
   if (!runtime) return;
@@ -538,7 +548,7 @@ void CheckOutputsEqual(Report& report) {
     Json& f = report.figures()[model];
     std::map<std::string, std::vector<Tensor>> by_mode;
     for (const auto mode : {ebb::ReleaseMode::kOperationEnd, ebb::ReleaseMode::kNever, ebb::ReleaseMode::kEveryRun}) {
-      MemoryPolicy policy;
+      MemoryPolicy policy = SharedCudaPolicy();
       policy.release = mode;
       auto runtime = NewRuntime(policy, report);
       if (!runtime) return;
@@ -563,7 +573,7 @@ void CheckOutputsEqual(Report& report) {
     }
     report.Goal(model + ": bitwise_operation_end_vs_never", AllBitwiseEqual(by_mode["operation_end"], by_mode["never"]));
     report.Goal(model + ": bitwise_every_run_vs_never", AllBitwiseEqual(by_mode["every_run"], by_mode["never"]));
-    auto runtime = NewRuntime({}, report);
+    auto runtime = NewRuntime(SharedCudaPolicy(), report);
     if (!runtime) return;
     auto cpu = runtime->Load(ModelFile(model), {.device = DeviceRequest::Cpu()});
     if (!cpu.ok()) return report.Fail(model + ": CPU load: " + cpu.status().ToString());
@@ -598,7 +608,7 @@ void CheckOutputsEqual(Report& report) {
 // charge is counted on that device.
 void CheckCudaBudget(Report& report) {
   if (auto problem = CudaProblem()) return report.Unusable(*problem);
-  auto runtime = NewRuntime({}, report);
+  auto runtime = NewRuntime(SharedCudaPolicy(), report);
   if (!runtime) return;
   const std::string device = "cuda:" + std::to_string(g_options.device);
   ebb::PoolOptions options;
@@ -634,7 +644,7 @@ struct OverTheCap {
 };
 
 std::optional<OverTheCap> RunOverTheCap(Report& report, size_t cap) {
-  MemoryPolicy policy;
+  MemoryPolicy policy = SharedCudaPolicy();
   policy.cuda.arena_settings.max_bytes = cap;
   report.figures()["cap"] = cap;
   OverTheCap r;
@@ -676,7 +686,7 @@ void CheckFallbackReason(Report& report) {
   if (auto problem = CudaProblem()) return report.Unusable(*problem);
   const int missing = static_cast<int>(ebb::ReadGpuMemory().size());
   report.figures()["missing_index"] = missing;
-  auto runtime = NewRuntime({}, report);
+  auto runtime = NewRuntime(SharedCudaPolicy(), report);
   if (!runtime) return;
   auto lenient = runtime->Load(ModelFile("tiny"), {.device = DeviceRequest::Cuda(missing)});
   if (!lenient.ok()) return report.Fail("lenient load: " + lenient.status().ToString());
@@ -716,9 +726,9 @@ std::string Copy(const std::string& bytes, int k) {
 // CreateSharedAllocator on `device` for one memory type and allocator type, then released:
 // "accepted" or "refused: <ORT's message>".
 std::string TrySharedAllocator(Ort::Env& env, const OrtEpDevice* device, OrtDeviceMemoryType memory,
-                               OrtAllocatorType type) {
+                               OrtAllocatorType type, bool arena_options) {
   Ort::KeyValuePairs options;
-  if (type == OrtArenaAllocator) {
+  if (arena_options) {
     options.Add("arena.extend_strategy", "1");
     options.Add("arena.max_mem", std::to_string(kMiB << 10).c_str());
   }
@@ -755,7 +765,7 @@ Json Describe(const Ort::ConstEpDevice& d) {
 // the OrtEpDevices, and tells whether CreateSharedAllocator is accepted on the CUDA device (what
 // `cuda.arena: shared` needs; refused, ebb's CUDA sessions get their own arenas), beside the CPU
 // device's refusal that keeps the shared CPU arena on CreateAndRegisterAllocator. Then which
-// route a default Runtime took.
+// route a Runtime with cuda.arena shared took.
 void CheckDeviceApi(Report& report) {
   Json& f = report.figures();
   const std::string library = ebb::ReadProviderSupport().cuda_path;
@@ -765,7 +775,7 @@ void CheckDeviceApi(Report& report) {
     Ort::Env env(ORT_LOGGING_LEVEL_FATAL, "ebb");
     for (const Ort::ConstEpDevice& d : env.GetEpDevices()) {
       if (std::string(d.EpName()) != "CPUExecutionProvider") continue;
-      const std::string answer = TrySharedAllocator(env, d, OrtDeviceMemoryType_DEFAULT, OrtArenaAllocator);
+      const std::string answer = TrySharedAllocator(env, d, OrtDeviceMemoryType_DEFAULT, OrtArenaAllocator, true);
       f["cpu_device_create_shared_allocator"] = answer;
       report.Goal("cpu_device_refused_as_measured", answer.find("Invalid memory type for OrtEpDevice") != std::string::npos);
     }
@@ -789,16 +799,19 @@ void CheckDeviceApi(Report& report) {
       if (cuda) {
         report.Goal("cuda_device_memory_info", Ort::GetApi().EpDevice_MemoryInfo(cuda, OrtDeviceMemoryType_DEFAULT) != nullptr);
         Json answers = Json::object();
-        for (const auto& [key, memory, type] :
-             {std::tuple{"default_arena", OrtDeviceMemoryType_DEFAULT, OrtArenaAllocator},
-              std::tuple{"default_device", OrtDeviceMemoryType_DEFAULT, OrtDeviceAllocator},
-              std::tuple{"host_accessible_arena", OrtDeviceMemoryType_HOST_ACCESSIBLE, OrtArenaAllocator},
-              std::tuple{"host_accessible_device", OrtDeviceMemoryType_HOST_ACCESSIBLE, OrtDeviceAllocator}}) {
-          answers[key] = TrySharedAllocator(env, cuda, memory, type);
+        // ORT 1.29 refuses OrtArenaAllocator ("reserved for ONNX Runtime internal usage only", measured on an
+        // H200): the arena is asked for with OrtDeviceAllocator and the arena keys, ebb's route.
+        for (const auto& [key, memory, type, arena_keys] :
+             {std::tuple{"default_arena", OrtDeviceMemoryType_DEFAULT, OrtArenaAllocator, true},
+              std::tuple{"default_device_arena_options", OrtDeviceMemoryType_DEFAULT, OrtDeviceAllocator, true},
+              std::tuple{"default_device", OrtDeviceMemoryType_DEFAULT, OrtDeviceAllocator, false},
+              std::tuple{"host_accessible_arena", OrtDeviceMemoryType_HOST_ACCESSIBLE, OrtArenaAllocator, true},
+              std::tuple{"host_accessible_device", OrtDeviceMemoryType_HOST_ACCESSIBLE, OrtDeviceAllocator, false}}) {
+          answers[key] = TrySharedAllocator(env, cuda, memory, type, arena_keys);
         }
         f["cuda_device_create_shared_allocator"] = answers;
-        report.Note("CreateSharedAllocator on the CUDA OrtEpDevice (device memory, arena): " +
-                    answers["default_arena"].get<std::string>());
+        report.Note("CreateSharedAllocator on the CUDA OrtEpDevice (device memory, device allocator with the arena "
+                    "keys): " + answers["default_device_arena_options"].get<std::string>());
       }
       try {
         env.UnregisterExecutionProviderLibrary("ebb_cuda_check");
@@ -808,8 +821,8 @@ void CheckDeviceApi(Report& report) {
     }
   }
   if (!registered && !g_options.exercise_on_cpu) return report.Unusable(f["register"].get<std::string>());
-  // Which route a default Runtime (cuda.arena: shared) took for cuda:N.
-  auto runtime = NewRuntime({}, report);
+  // Which route a Runtime with cuda.arena: shared took for cuda:N.
+  auto runtime = NewRuntime(SharedCudaPolicy(), report);
   if (!runtime) return;
   auto session = LoadOnCuda(*runtime, "tiny", report);
   if (!session) return;
@@ -857,7 +870,7 @@ void CheckSharedArena(Report& report) {
                         Mode{"shared_never", ebb::CudaArenaMode::kShared, ebb::ReleaseMode::kNever},
                         Mode{"env_allocator_never", ebb::CudaArenaMode::kEnvAllocator, ebb::ReleaseMode::kNever},
                         Mode{"shared_operation_end", ebb::CudaArenaMode::kShared, ebb::ReleaseMode::kOperationEnd}}) {
-    MemoryPolicy policy;
+    MemoryPolicy policy = SharedCudaPolicy();
     policy.cuda.arena = m.arena;
     policy.release = m.release;
     policy.cuda.arena_settings.max_bytes = static_cast<size_t>(cap);
@@ -915,7 +928,7 @@ void CheckSharedArena(Report& report) {
 // floor and the device memory to its after-load value within 5%.
 void CheckSharedArenaRelease(Report& report) {
   if (auto problem = CudaProblem()) return report.Unusable(*problem);
-  auto runtime = NewRuntime({}, report);
+  auto runtime = NewRuntime(SharedCudaPolicy(), report);
   if (!runtime) return;
   auto waifu2x = LoadOnCuda(*runtime, "waifu2x_scale2x", report);
   if (!waifu2x) return;
@@ -1002,7 +1015,22 @@ int Usage(const std::string& problem) {
 
 }  // namespace
 
+// A crash on the device machine leaves its stack on stderr (the check's log): the frames name the
+// library (ORT, its CUDA provider, this program) even where the bundle's binaries are stripped.
+void PrintStackAndDie(int signal_number) {
+  void* frames[64];
+  const int n = backtrace(frames, 64);
+  const char header[] = "ebb_cuda_check: fatal signal; stack:\n";
+  (void)!write(2, header, sizeof header - 1);
+  backtrace_symbols_fd(frames, n, 2);
+  std::signal(signal_number, SIG_DFL);
+  raise(signal_number);
+}
+
 int main(int argc, char** argv) {
+  std::signal(SIGSEGV, PrintStackAndDie);
+  std::signal(SIGABRT, PrintStackAndDie);
+  std::signal(SIGBUS, PrintStackAndDie);
   bool list = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];

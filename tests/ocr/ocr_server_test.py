@@ -1,6 +1,6 @@
 """The OCR pipeline as a model of `ebb serve` (server/core/ocr_model.h): a page's text over HTTP
 (KServe v2 JSON with the binary tensor extension, as tritonclient.http sends BYTES) and over gRPC
-(requests built field for field as tritonclient.grpc builds them, tests/grpc_test.py), empty
+(requests built field for field as tritonclient.grpc builds them, tests/process/grpc_test.py), empty
 outputs for a page with no text, invalid_argument naming a non-image, and switching between OCR
 and a 100 MB model under a budget that holds one of them, 4 clients at once.
 
@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))  # serve_process
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "process"))  # serve_process
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.environ["EBB_GRPC_PYTHON"])
 import grpc_service_pb2 as pb  # noqa: E402
@@ -126,10 +126,10 @@ def library_text(png):
 
 
 def cer(expected_lines, got_lines):
-    """Over the characters but spaces (PP-OCRv4's recogniser drops some in English; the accuracy test
-    counts them): that the page's text came through, line by line."""
-    expected = "\n".join(expected_lines).replace(" ", "")
-    return edit_distance(expected, normalise("\n".join(got_lines)).replace(" ", "")) / len(expected)
+    """Over every character, spaces included, the lines joined by newlines (as the accuracy test counts
+    it): that the page's text came through, line by line."""
+    expected = "\n".join(expected_lines)
+    return edit_distance(expected, normalise("\n".join(got_lines))) / len(expected)
 
 
 def test_page_text_over_http_and_grpc(repository, page):

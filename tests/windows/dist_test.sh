@@ -65,6 +65,21 @@ grep -q 'onnxruntime_providers_cuda.dll; this Windows build' "$work/version.log"
   ! grep -q 'make setup\|/onnxruntime_providers_cuda' "$work/version.log" ||
   { cat "$work/version.log"; echo "dist_test: --version's CUDA line is not Windows'"; exit 1; }
 
+# 1e. ONNX Runtime's display-adapter probe (issue 34): under Wine it finds no DXGI and its DLL writes
+# "Failed to create DXGI factory." to its C runtime's stderr; ebb silences that while it creates ORT's
+# environment (port::OrtStderrSilenced), and ebb's own errors, written after that, still reach stderr.
+for log in run.log cjk.log version.log; do
+  ! grep -q "DXGI" "$work/$log" || { cat "$work/$log"; echo "dist_test: ORT's DXGI line is in $log"; exit 1; }
+done
+echo "not a PNG" > "$work/not_an_image.png"
+set +e
+(cd "$dist" && "$WINE" ebb.exe run models/waifu2x_scale2x -i ../not_an_image.png -o ../never.png) > /dev/null 2> "$work/err.log"
+code=$?
+set -e
+[ "$code" != 0 ] && grep -q "ebb: error: " "$work/err.log" && ! grep -q "DXGI" "$work/err.log" ||
+  { cat "$work/err.log"; echo "dist_test: a failing run's stderr: exit $code, not ebb's error alone"; exit 1; }
+echo "dist_test: no DXGI line; a failing run's stderr: $(head -1 "$work/err.log")"
+
 # 2. ebb.exe serve answers an inference over HTTP from this (Linux) side.
 (cd "$dist" && exec "$WINE" ebb.exe serve --repository models --port 0 --no-load) > "$work/serve.log" 2>&1 &
 server=$!

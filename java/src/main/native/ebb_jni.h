@@ -90,4 +90,11 @@ typedef struct ebb_jni_control {
  * one (the status is then dropped), else checks `status`. Returns 1 when something was thrown. */
 int ebb_jni_finish(JNIEnv* env, ebb_jni_control* control, ebb_status_t* status);
 
+/* Operation's native handle: the C operation and the control it runs with (jni_operation.c; the
+ * benchmark's baseline, java/src/bench/native/jni_bench.c, runs in the same C operation). */
+typedef struct jni_operation {
+  ebb_operation_t* op;
+  ebb_jni_control* control;
+} jni_operation;
+
 #endif /* EBB_JNI_H_ */

@@ -58,12 +58,6 @@ JNIEXPORT void JNICALL Java_dev_ebb_OperationControl_nativeDestroy(JNIEnv* env, 
   free(c);
 }
 
-/* Operation's native handle: the C operation and the control it runs with. */
-typedef struct jni_operation {
-  ebb_operation_t* op;
-  ebb_jni_control* control;
-} jni_operation;
-
 #define OPERATION(h) EBB_JNI_HANDLE(jni_operation, h)
 
 JNIEXPORT jlong JNICALL Java_dev_ebb_Operation_nativeCreate(JNIEnv* env, jclass cls, jlong runtime, jint planned,
@@ -117,11 +111,22 @@ JNIEXPORT void JNICALL Java_dev_ebb_Operation_nativeEnd(JNIEnv* env, jclass cls,
   ebb_jni_check(env, ebb_operation_end(OPERATION(h)->op));
 }
 
-JNIEXPORT jlong JNICALL Java_dev_ebb_Operation_nativeState(JNIEnv* env, jclass cls, jlong h, jint which) {
+JNIEXPORT jint JNICALL Java_dev_ebb_Operation_nativeRunsDone(JNIEnv* env, jclass cls, jlong h) {
   (void)env;
   (void)cls;
-  const ebb_operation_t* op = OPERATION(h)->op;
-  return which == 0 ? ebb_operation_runs_done(op) : which == 1 ? ebb_operation_released(op) : ebb_operation_ended(op);
+  return (jint)ebb_operation_runs_done(OPERATION(h)->op);
+}
+
+JNIEXPORT jboolean JNICALL Java_dev_ebb_Operation_nativeReleased(JNIEnv* env, jclass cls, jlong h) {
+  (void)env;
+  (void)cls;
+  return ebb_operation_released(OPERATION(h)->op) ? JNI_TRUE : JNI_FALSE;
+}
+
+JNIEXPORT jboolean JNICALL Java_dev_ebb_Operation_nativeEnded(JNIEnv* env, jclass cls, jlong h) {
+  (void)env;
+  (void)cls;
+  return ebb_operation_ended(OPERATION(h)->op) ? JNI_TRUE : JNI_FALSE;
 }
 
 JNIEXPORT void JNICALL Java_dev_ebb_Operation_nativeDestroy(JNIEnv* env, jclass cls, jlong h) {

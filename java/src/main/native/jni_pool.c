@@ -176,31 +176,53 @@ JNIEXPORT void JNICALL Java_dev_ebb_ModelPool_nativeRunWithRecovery(JNIEnv* env,
   ebb_jni_check(env, st);
 }
 
-/* which: 0 load, 1 unload, 2 remove, 3 reap now (ModelPool.java). */
-JNIEXPORT void JNICALL Java_dev_ebb_ModelPool_nativeCall(JNIEnv* env, jclass cls, jlong h, jint which, jstring name) {
-  (void)cls;
-  ebb_pool_t* pool = POOL(h)->pool;
-  if (which == 3) {
-    ebb_pool_reap_now(pool);
-    return;
-  }
+/* load, unload and remove: `call` on the pool and the model's name (its status thrown). */
+static void by_name(JNIEnv* env, jlong h, jstring name, ebb_status_t* (*call)(ebb_pool_t*, const char*)) {
   ebb_jni_chars n;
   if (!ebb_jni_chars_get(env, name, &n)) return;
-  ebb_status_t* st = which == 0 ? ebb_pool_load(pool, n.chars)
-                     : which == 1 ? ebb_pool_unload(pool, n.chars)
-                                  : ebb_pool_remove(pool, n.chars);
+  ebb_status_t* st = call(POOL(h)->pool, n.chars);
   ebb_jni_chars_release(env, &n);
   ebb_jni_check(env, st);
 }
 
-JNIEXPORT jlong JNICALL Java_dev_ebb_ModelPool_nativeBytes(JNIEnv* env, jclass cls, jlong h, jstring device,
-                                                           jboolean used) {
+JNIEXPORT void JNICALL Java_dev_ebb_ModelPool_nativeLoad(JNIEnv* env, jclass cls, jlong h, jstring name) {
   (void)cls;
+  by_name(env, h, name, ebb_pool_load);
+}
+
+JNIEXPORT void JNICALL Java_dev_ebb_ModelPool_nativeUnload(JNIEnv* env, jclass cls, jlong h, jstring name) {
+  (void)cls;
+  by_name(env, h, name, ebb_pool_unload);
+}
+
+JNIEXPORT void JNICALL Java_dev_ebb_ModelPool_nativeRemove(JNIEnv* env, jclass cls, jlong h, jstring name) {
+  (void)cls;
+  by_name(env, h, name, ebb_pool_remove);
+}
+
+JNIEXPORT void JNICALL Java_dev_ebb_ModelPool_nativeReapNow(JNIEnv* env, jclass cls, jlong h) {
+  (void)env;
+  (void)cls;
+  ebb_pool_reap_now(POOL(h)->pool);
+}
+
+/* budget and used: `read` of the pool for a device. */
+static jlong device_bytes(JNIEnv* env, jlong h, jstring device, int64_t (*read)(const ebb_pool_t*, const char*)) {
   ebb_jni_chars d;
   if (!ebb_jni_chars_get(env, device, &d)) return 0;
-  const int64_t v = used ? ebb_pool_used(POOL(h)->pool, d.chars) : ebb_pool_budget(POOL(h)->pool, d.chars);
+  const int64_t v = read(POOL(h)->pool, d.chars);
   ebb_jni_chars_release(env, &d);
   return (jlong)v;
+}
+
+JNIEXPORT jlong JNICALL Java_dev_ebb_ModelPool_nativeBudget(JNIEnv* env, jclass cls, jlong h, jstring device) {
+  (void)cls;
+  return device_bytes(env, h, device, ebb_pool_budget);
+}
+
+JNIEXPORT jlong JNICALL Java_dev_ebb_ModelPool_nativeUsed(JNIEnv* env, jclass cls, jlong h, jstring device) {
+  (void)cls;
+  return device_bytes(env, h, device, ebb_pool_used);
 }
 
 /* Each event as Object[]{Integer kind, String model, Boolean onDemand, Double loadMs, String reason}. */

@@ -1,6 +1,5 @@
 /* dev.ebb.Runtime over ebb_runtime_t: policy, loads, cache, trim, memory readings and the
  * ready-made operations. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,6 +7,7 @@
 
 #define RUNTIME(h) EBB_JNI_HANDLE(ebb_runtime_t, h)
 #define MEMORY(h) EBB_JNI_HANDLE(ebb_memory_t, h)
+#define SESSION(h) EBB_JNI_HANDLE(ebb_session_t, h)
 
 JNIEXPORT jlong JNICALL Java_dev_ebb_Runtime_nativeCreate(JNIEnv* env, jclass cls, jstring policy) {
   (void)cls;
@@ -31,11 +31,20 @@ JNIEXPORT jlong JNICALL Java_dev_ebb_Runtime_nativeCreateFromFile(JNIEnv* env, j
   return EBB_JNI_JLONG(rt);
 }
 
-JNIEXPORT jstring JNICALL Java_dev_ebb_Runtime_nativeVersion(JNIEnv* env, jclass cls, jint which) {
+JNIEXPORT jstring JNICALL Java_dev_ebb_Runtime_nativeVersion(JNIEnv* env, jclass cls) {
   (void)cls;
-  char abi[16];
-  snprintf(abi, sizeof abi, "%d", ebb_abi_version());
-  return ebb_jni_string(env, which == 0 ? ebb_version() : which == 1 ? ebb_ort_version() : abi);
+  return ebb_jni_string(env, ebb_version());
+}
+
+JNIEXPORT jstring JNICALL Java_dev_ebb_Runtime_nativeOrtVersion(JNIEnv* env, jclass cls) {
+  (void)cls;
+  return ebb_jni_string(env, ebb_ort_version());
+}
+
+JNIEXPORT jint JNICALL Java_dev_ebb_Runtime_nativeAbiVersion(JNIEnv* env, jclass cls) {
+  (void)env;
+  (void)cls;
+  return (jint)ebb_abi_version();
 }
 
 JNIEXPORT jstring JNICALL Java_dev_ebb_Runtime_nativePolicy(JNIEnv* env, jclass cls, jlong h) {
@@ -95,7 +104,7 @@ JNIEXPORT jlong JNICALL Java_dev_ebb_Runtime_nativeLoad(JNIEnv* env, jclass cls,
 JNIEXPORT jlong JNICALL Java_dev_ebb_Runtime_nativeUnload(JNIEnv* env, jclass cls, jlong h, jstring path,
                                                           jlong session) {
   (void)cls;
-  if (!path) return ebb_runtime_unload_session(RUNTIME(h), EBB_JNI_HANDLE(ebb_session_t, session));
+  if (!path) return ebb_runtime_unload_session(RUNTIME(h), SESSION(session));
   ebb_jni_chars p;
   if (!ebb_jni_chars_get(env, path, &p)) return 0;
   const size_t n = ebb_runtime_unload_path(RUNTIME(h), p.chars);
@@ -114,10 +123,16 @@ JNIEXPORT void JNICALL Java_dev_ebb_Runtime_nativeTrim(JNIEnv* env, jclass cls, 
   ebb_jni_check(env, ebb_runtime_trim(RUNTIME(h)));
 }
 
-JNIEXPORT jlong JNICALL Java_dev_ebb_Runtime_nativeCounter(JNIEnv* env, jclass cls, jlong h, jint which) {
+JNIEXPORT jlong JNICALL Java_dev_ebb_Runtime_nativeLoadCount(JNIEnv* env, jclass cls, jlong h) {
   (void)env;
   (void)cls;
-  return which == 0 ? (jlong)ebb_runtime_load_count(RUNTIME(h)) : (jlong)ebb_runtime_cached_count(RUNTIME(h));
+  return (jlong)ebb_runtime_load_count(RUNTIME(h));
+}
+
+JNIEXPORT jlong JNICALL Java_dev_ebb_Runtime_nativeCachedCount(JNIEnv* env, jclass cls, jlong h) {
+  (void)env;
+  (void)cls;
+  return (jlong)ebb_runtime_cached_count(RUNTIME(h));
 }
 
 JNIEXPORT jlong JNICALL Java_dev_ebb_Runtime_nativeMemory(JNIEnv* env, jclass cls, jlong h) {
@@ -162,38 +177,87 @@ JNIEXPORT void JNICALL Java_dev_ebb_Runtime_nativeMemoryDestroy(JNIEnv* env, jcl
   ebb_memory_destroy(MEMORY(m));
 }
 
-/* kind: 0 per frame, 1 joint, 2 tiled, 3 pipeline (Runtime.java). */
-JNIEXPORT jlong JNICALL Java_dev_ebb_Runtime_nativeFrames(JNIEnv* env, jclass cls, jlong h, jint kind,
-                                                          jlongArray sessions, jlongArray frames, jlong tile,
-                                                          jlong overlap, jlong scale, jint tiles_per_run,
-                                                          jlong control) {
+/* The frames and control of a ready-made operation as C values, for one call. */
+typedef struct frames_args {
+  const ebb_tensor_t** frames;
+  size_t count;
+  ebb_jni_control* jni_control; /* NULL: none */
+  ebb_control_t* control;       /* its C control, or NULL */
+} frames_args;
+
+/* 0: failed, with an exception pending. */
+static int frames_get(JNIEnv* env, jlongArray frames, jlong control, frames_args* out) {
+  out->frames = ebb_jni_tensors(env, frames, &out->count);
+  out->jni_control = EBB_JNI_HANDLE(ebb_jni_control, control);
+  out->control = out->jni_control ? out->jni_control->control : NULL;
+  return out->frames != NULL;
+}
+
+/* After the operation's call: its results as a handle, or 0 with what its listener threw or its
+ * `status` thrown. Frees `a`'s conversions. */
+static jlong frames_finish(JNIEnv* env, frames_args* a, ebb_status_t* status, ebb_tensors_t* results) {
+  free((void*)a->frames);
+  if (ebb_jni_finish(env, a->jni_control, status)) {
+    ebb_tensors_destroy(results);
+    return 0;
+  }
+  return EBB_JNI_JLONG(results);
+}
+
+/* ebb_run_per_frame and ebb_run_joint (one session; the same arguments). */
+typedef ebb_status_t* (*one_session_run)(ebb_runtime_t* runtime, ebb_session_t* session,
+                                         const ebb_tensor_t* const* frames, size_t frame_count,
+                                         ebb_control_t* control, ebb_tensors_t** results);
+
+static jlong run_one_session(JNIEnv* env, jlong h, jlong session, jlongArray frames, jlong control,
+                             one_session_run run) {
+  frames_args a;
+  if (!frames_get(env, frames, control, &a)) return 0;
+  ebb_tensors_t* results = NULL;
+  ebb_status_t* st = run(RUNTIME(h), SESSION(session), a.frames, a.count, a.control, &results);
+  return frames_finish(env, &a, st, results);
+}
+
+JNIEXPORT jlong JNICALL Java_dev_ebb_Runtime_nativeRunPerFrame(JNIEnv* env, jclass cls, jlong h, jlong session,
+                                                               jlongArray frames, jlong control) {
   (void)cls;
-  size_t stage_count = 0, frame_count = 0;
+  return run_one_session(env, h, session, frames, control, ebb_run_per_frame);
+}
+
+JNIEXPORT jlong JNICALL Java_dev_ebb_Runtime_nativeRunJoint(JNIEnv* env, jclass cls, jlong h, jlong session,
+                                                            jlongArray frames, jlong control) {
+  (void)cls;
+  return run_one_session(env, h, session, frames, control, ebb_run_joint);
+}
+
+JNIEXPORT jlong JNICALL Java_dev_ebb_Runtime_nativeRunTiled(JNIEnv* env, jclass cls, jlong h, jlong session,
+                                                            jlongArray frames, jlong tile, jlong overlap, jlong scale,
+                                                            jint tiles_per_run, jlong control) {
+  (void)cls;
+  frames_args a;
+  if (!frames_get(env, frames, control, &a)) return 0;
+  ebb_tensors_t* results = NULL;
+  ebb_status_t* st = ebb_run_tiled(RUNTIME(h), SESSION(session), a.frames, a.count, tile, overlap, scale,
+                                   tiles_per_run, a.control, &results);
+  return frames_finish(env, &a, st, results);
+}
+
+JNIEXPORT jlong JNICALL Java_dev_ebb_Runtime_nativeRunPipeline(JNIEnv* env, jclass cls, jlong h, jlongArray sessions,
+                                                               jlongArray frames, jlong control) {
+  (void)cls;
+  size_t stage_count = 0;
   /* Session handles converted like tensor handles: both are pointers in a long[]. */
   ebb_session_t** stages = (ebb_session_t**)ebb_jni_tensors(env, sessions, &stage_count);
-  const ebb_tensor_t** f = stages ? ebb_jni_tensors(env, frames, &frame_count) : NULL;
-  ebb_jni_control* c = EBB_JNI_HANDLE(ebb_jni_control, control);
-  ebb_control_t* ctl = c ? c->control : NULL;
-  ebb_tensors_t* results = NULL;
-  if (f) {
-    ebb_runtime_t* rt = RUNTIME(h);
-    ebb_status_t* st = NULL;
-    switch (kind) {
-      case 0: st = ebb_run_per_frame(rt, stages[0], f, frame_count, ctl, &results); break;
-      case 1: st = ebb_run_joint(rt, stages[0], f, frame_count, ctl, &results); break;
-      case 2:
-        st = ebb_run_tiled(rt, stages[0], f, frame_count, tile, overlap, scale, tiles_per_run, ctl, &results);
-        break;
-      default: st = ebb_run_pipeline(rt, stages, stage_count, f, frame_count, ctl, &results); break;
-    }
-    if (ebb_jni_finish(env, c, st)) {
-      ebb_tensors_destroy(results);
-      results = NULL;
-    }
+  if (!stages) return 0;
+  frames_args a;
+  jlong out = 0;
+  if (frames_get(env, frames, control, &a)) {
+    ebb_tensors_t* results = NULL;
+    ebb_status_t* st = ebb_run_pipeline(RUNTIME(h), stages, stage_count, a.frames, a.count, a.control, &results);
+    out = frames_finish(env, &a, st, results);
   }
-  free((void*)f);
   free((void*)stages);
-  return EBB_JNI_JLONG(results);
+  return out;
 }
 
 JNIEXPORT void JNICALL Java_dev_ebb_Runtime_nativeDestroy(JNIEnv* env, jclass cls, jlong h) {

@@ -10,15 +10,24 @@ JNIEXPORT jstring JNICALL Java_dev_ebb_Session_nativeName(JNIEnv* env, jclass cl
   return ebb_jni_string(env, ebb_session_name(SESSION(h)));
 }
 
-JNIEXPORT jstring JNICALL Java_dev_ebb_Session_nativeText(JNIEnv* env, jclass cls, jlong h, jint which) {
+JNIEXPORT jstring JNICALL Java_dev_ebb_Session_nativeSourcePath(JNIEnv* env, jclass cls, jlong h) {
   (void)cls;
-  const ebb_session_t* s = SESSION(h);
-  switch (which) {
-    case 0: return ebb_jni_string(env, ebb_session_source_path(s));
-    case 1: return ebb_jni_string(env, ebb_session_device(s));
-    case 2: return ebb_jni_string(env, ebb_session_provider(s));
-    default: return ebb_jni_string(env, ebb_session_fallback_reason(s));
-  }
+  return ebb_jni_string(env, ebb_session_source_path(SESSION(h)));
+}
+
+JNIEXPORT jstring JNICALL Java_dev_ebb_Session_nativeDevice(JNIEnv* env, jclass cls, jlong h) {
+  (void)cls;
+  return ebb_jni_string(env, ebb_session_device(SESSION(h)));
+}
+
+JNIEXPORT jstring JNICALL Java_dev_ebb_Session_nativeProvider(JNIEnv* env, jclass cls, jlong h) {
+  (void)cls;
+  return ebb_jni_string(env, ebb_session_provider(SESSION(h)));
+}
+
+JNIEXPORT jstring JNICALL Java_dev_ebb_Session_nativeFallbackReason(JNIEnv* env, jclass cls, jlong h) {
+  (void)cls;
+  return ebb_jni_string(env, ebb_session_fallback_reason(SESSION(h)));
 }
 
 JNIEXPORT jint JNICALL Java_dev_ebb_Session_nativeCount(JNIEnv* env, jclass cls, jlong h, jboolean outputs) {
@@ -72,14 +81,22 @@ JNIEXPORT jstring JNICALL Java_dev_ebb_Session_nativeMetadata(JNIEnv* env, jclas
   return out;
 }
 
-JNIEXPORT jlong JNICALL Java_dev_ebb_Session_nativeCounter(JNIEnv* env, jclass cls, jlong h, jint which) {
+JNIEXPORT jlong JNICALL Java_dev_ebb_Session_nativeRunCount(JNIEnv* env, jclass cls, jlong h) {
   (void)env;
   (void)cls;
-  switch (which) {
-    case 0: return (jlong)ebb_session_run_count(SESSION(h));
-    case 1: return (jlong)ebb_session_release_count(SESSION(h));
-    default: return (jlong)ebb_session_in_flight(SESSION(h));
-  }
+  return (jlong)ebb_session_run_count(SESSION(h));
+}
+
+JNIEXPORT jlong JNICALL Java_dev_ebb_Session_nativeReleaseCount(JNIEnv* env, jclass cls, jlong h) {
+  (void)env;
+  (void)cls;
+  return (jlong)ebb_session_release_count(SESSION(h));
+}
+
+JNIEXPORT jint JNICALL Java_dev_ebb_Session_nativeInFlight(JNIEnv* env, jclass cls, jlong h) {
+  (void)env;
+  (void)cls;
+  return (jint)ebb_session_in_flight(SESSION(h));
 }
 
 JNIEXPORT jboolean JNICALL Java_dev_ebb_Session_nativeSame(JNIEnv* env, jclass cls, jlong a, jlong b) {

@@ -17,15 +17,14 @@ package dev.ebb;
 public final class Lease extends NativeObject {
   private final String name;
   private final Session session;
-  private final ModelPool pool; // held in use: its event queue outlives the lease
+  private final Use pool; // a use of the pool, given back when the lease is freed: its event queue outlives the lease
 
-  /** REQUIRES: the caller took a use of `pool` for this lease (given back when the lease is freed). */
-  Lease(long handle, ModelPool pool) {
+  /** `pool`: a use of the pool the lease came from, which the lease now holds. */
+  Lease(long handle, Use pool) {
     super(handle);
     this.pool = pool;
     this.name = nativeName(handle);
-    use(); // the session's hold on the lease, given back when the session is freed
-    this.session = Session.borrowed(nativeSession(handle), this);
+    this.session = Session.borrowed(nativeSession(handle), use()); // the session holds the lease
   }
 
   /** The model's session; valid until the lease is closed. */
@@ -48,7 +47,7 @@ public final class Lease extends NativeObject {
   @Override
   void free(long handle) {
     nativeDestroy(handle);
-    pool.done();
+    pool.close();
   }
 
   @Override

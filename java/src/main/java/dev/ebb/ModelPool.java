@@ -35,12 +35,10 @@ public final class ModelPool extends NativeObject {
   }
 
   private static long create(Runtime runtime, PoolOptions o) {
-    long rt = runtime.use();
-    try {
-      return nativeCreate(rt, o.cpuBudgetBytes, o.cpuBudgetFraction, o.cudaBudgetBytes, o.cudaBudgetFraction,
-                          o.waitForCapacityMs, o.keepAliveMs, o.memoryAdmission, o.waitForMemoryMs);
-    } finally {
-      runtime.done();
+    try (Use rt = runtime.use()) {
+      return nativeCreate(rt.handle(), o.cpuBudgetBytes, o.cpuBudgetFraction, o.cudaBudgetBytes,
+                          o.cudaBudgetFraction, o.waitForCapacityMs, o.keepAliveMs, o.memoryAdmission,
+                          o.waitForMemoryMs);
     }
   }
 
@@ -50,22 +48,16 @@ public final class ModelPool extends NativeObject {
   }
 
   public void add(String name, String modelPath, ModelOptions options) {
-    long h = use();
-    try {
+    try (Use pool = use()) {
       LoadOptions l = options.load;
-      nativeAdd(h, name, modelPath, l.device, l.strictValue(), options.pinned, options.keepAliveMs != null,
-                options.keepAliveMs != null ? options.keepAliveMs : 0);
-    } finally {
-      done();
+      nativeAdd(pool.handle(), name, modelPath, l.device, l.strictValue(), options.pinned,
+                options.keepAliveMs != null, options.keepAliveMs != null ? options.keepAliveMs : 0);
     }
   }
 
   public boolean contains(String name) {
-    long h = use();
-    try {
-      return nativeContains(h, name);
-    } finally {
-      done();
+    try (Use pool = use()) {
+      return nativeContains(pool.handle(), name);
     }
   }
 
@@ -81,16 +73,14 @@ public final class ModelPool extends NativeObject {
   }
 
   public Lease acquire(String name, AcquireOptions options) {
-    long h = use();
-    boolean leased = false;
+    Use pool = use();
     try {
-      Lease lease = new Lease(nativeAcquire(h, name, options.keepAliveMs != null,
-                                            options.keepAliveMs != null ? options.keepAliveMs : 0,
-                                            options.loadOnDemand), this);
-      leased = true;  // the lease keeps this use until it is freed
-      return lease;
-    } finally {
-      if (!leased) done();
+      return new Lease(nativeAcquire(pool.handle(), name, options.keepAliveMs != null,
+                                     options.keepAliveMs != null ? options.keepAliveMs : 0, options.loadOnDemand),
+                       pool);  // the lease keeps this use until it is freed
+    } catch (Throwable e) {
+      pool.close();
+      throw e;
     }
   }
 
@@ -111,16 +101,13 @@ public final class ModelPool extends NativeObject {
 
   public <T> T runWithRecovery(String name, AcquireOptions options, Function<Session, T> body) {
     Body<T> call = new Body<>(body);
-    long h = use();
-    try {
-      nativeRunWithRecovery(h, name, options.keepAliveMs != null,
+    try (Use pool = use()) {
+      nativeRunWithRecovery(pool.handle(), name, options.keepAliveMs != null,
                             options.keepAliveMs != null ? options.keepAliveMs : 0, options.loadOnDemand,
                             options.runElements, call);
     } catch (EbbException e) {
       if (call.error != null) throw call.error; // the body's own exception, not its translation
       throw e;
-    } finally {
-      done();
     }
     return call.result;
   }
@@ -158,22 +145,30 @@ public final class ModelPool extends NativeObject {
 
   /** Loads a model now (kept loaded until a request applies its keep-alive). */
   public void load(String name) {
-    call(0, name);
+    try (Use pool = use()) {
+      nativeLoad(pool.handle(), name);
+    }
   }
 
   /** Unloads a model, pinned or not (leases still out finish first). */
   public void unload(String name) {
-    call(1, name);
+    try (Use pool = use()) {
+      nativeUnload(pool.handle(), name);
+    }
   }
 
   /** Unloads and forgets a model: {@link NotFoundException} afterwards until it is added again. */
   public void remove(String name) {
-    call(2, name);
+    try (Use pool = use()) {
+      nativeRemove(pool.handle(), name);
+    }
   }
 
   /** Unloads idle models whose keep-alive ran out (the pool's thread does this too). */
   public void reapNow() {
-    call(3, null);
+    try (Use pool = use()) {
+      nativeReapNow(pool.handle());
+    }
   }
 
   /** The status of one model; never loads it. @throws NotFoundException unknown */
@@ -188,44 +183,34 @@ public final class ModelPool extends NativeObject {
 
   /** The budget of a device ("cpu", "cuda:0"); 0 = none. */
   public long budget(String device) {
-    long h = use();
-    try {
-      return nativeBytes(h, device, false);
-    } finally {
-      done();
+    try (Use pool = use()) {
+      return nativeBudget(pool.handle(), device);
     }
   }
 
   /** The sum of the charges of the models loaded on a device. */
   public long used(String device) {
-    long h = use();
-    try {
-      return nativeBytes(h, device, true);
-    } finally {
-      done();
+    try (Use pool = use()) {
+      return nativeUsed(pool.handle(), device);
     }
   }
 
   /** The events since the last call (at most the latest 1024), oldest first. */
   public List<PoolEvent> events() {
-    long h = use();
-    try {
-      Object[] raw = nativeEvents(h);
+    try (Use pool = use()) {
+      Object[] raw = nativeEvents(pool.handle());
       List<PoolEvent> out = new ArrayList<>(raw.length);
       for (Object o : raw) {
         Object[] e = (Object[]) o;
         out.add(new PoolEvent((Integer) e[0], (String) e[1], (Boolean) e[2], (Double) e[3], (String) e[4]));
       }
       return out;
-    } finally {
-      done();
     }
   }
 
   private List<ModelStatus> snapshot(String name) {
-    long h = use();
-    try {
-      long snap = nativeSnapshot(h, name);
+    try (Use pool = use()) {
+      long snap = nativeSnapshot(pool.handle(), name);
       try {
         int n = nativeSnapshotCount(snap);
         List<ModelStatus> out = new ArrayList<>(n);
@@ -237,17 +222,6 @@ public final class ModelPool extends NativeObject {
       } finally {
         nativeSnapshotDestroy(snap);
       }
-    } finally {
-      done();
-    }
-  }
-
-  private void call(int which, String name) {
-    long h = use();
-    try {
-      nativeCall(h, which, name);
-    } finally {
-      done();
     }
   }
 
@@ -271,8 +245,12 @@ public final class ModelPool extends NativeObject {
                                            boolean loadOnDemand);
   private static native void nativeRunWithRecovery(long pool, String name, boolean hasKeepAlive, long keepAliveMs,
                                                    boolean loadOnDemand, long runElements, Body<?> body);
-  private static native void nativeCall(long pool, int which, String name);
-  private static native long nativeBytes(long pool, String device, boolean used);
+  private static native void nativeLoad(long pool, String name);
+  private static native void nativeUnload(long pool, String name);
+  private static native void nativeRemove(long pool, String name);
+  private static native void nativeReapNow(long pool);
+  private static native long nativeBudget(long pool, String device);
+  private static native long nativeUsed(long pool, String device);
   private static native Object[] nativeEvents(long pool);
   private static native long nativeSnapshot(long pool, String name);
   private static native int nativeSnapshotCount(long snapshot);

@@ -24,20 +24,23 @@ public final class Operation extends NativeObject {
     NativeLibrary.load();
   }
 
-  private final OperationControl control;
+  private final Use control; // a use of its control (null: none), given back when the operation is freed
 
   Operation(long runtime, int plannedRuns, OperationControl control) {
+    this(runtime, plannedRuns, control != null ? control.use() : null);
+  }
+
+  private Operation(long runtime, int plannedRuns, Use control) {
     super(create(runtime, plannedRuns, control));
     this.control = control;
   }
 
-  private static long create(long runtime, int plannedRuns, OperationControl control) {
+  private static long create(long runtime, int plannedRuns, Use control) {
     if (control == null) return nativeCreate(runtime, plannedRuns, 0);
-    long c = control.use(); // held in use until the operation is freed
     try {
-      return nativeCreate(runtime, plannedRuns, c);
+      return nativeCreate(runtime, plannedRuns, control.handle());
     } catch (RuntimeException e) {
-      control.done();
+      control.close();
       throw e;
     }
   }
@@ -50,36 +53,37 @@ public final class Operation extends NativeObject {
    * @throws CancelledException its control was cancelled (the memory goes back now)
    */
   public Outputs run(Session session, Map<String, Tensor> inputs, String... outputNames) {
-    long op = use();
-    try {
-      return session.runInputs(inputs, outputNames, (s, names, handles, outs) -> nativeRun(op, s, names, handles, outs));
-    } finally {
-      done();
+    try (Use op = use()) {
+      return session.runInputs(inputs, outputNames,
+                               (s, names, handles, outs) -> nativeRun(op.handle(), s, names, handles, outs));
     }
   }
 
   /** Runs finished so far. */
   public int runsDone() {
-    return (int) state(0);
+    try (Use op = use()) {
+      return nativeRunsDone(op.handle());
+    }
   }
 
   /** Whether its memory has been given back. */
   public boolean released() {
-    return state(1) != 0;
+    try (Use op = use()) {
+      return nativeReleased(op.handle());
+    }
   }
 
   /** Whether it has ended (a failure, a cancellation, close). */
   public boolean ended() {
-    return state(2) != 0;
+    try (Use op = use()) {
+      return nativeEnded(op.handle());
+    }
   }
 
   /** Ends the operation now (the memory goes back unless a run already gave it); then closes it. */
   public void end() {
-    long op = use();
-    try {
-      nativeEnd(op);
-    } finally {
-      done();
+    try (Use op = use()) {
+      nativeEnd(op.handle());
     }
   }
 
@@ -94,19 +98,10 @@ public final class Operation extends NativeObject {
     }
   }
 
-  private long state(int which) {
-    long op = use();
-    try {
-      return nativeState(op, which);
-    } finally {
-      done();
-    }
-  }
-
   @Override
   void free(long handle) {
     nativeDestroy(handle);
-    if (control != null) control.done();
+    if (control != null) control.close();
   }
 
   @Override
@@ -117,6 +112,8 @@ public final class Operation extends NativeObject {
   private static native long nativeCreate(long runtime, int plannedRuns, long control);
   private static native long nativeRun(long op, long session, String[] names, long[] inputs, String[] outputNames);
   private static native void nativeEnd(long op);
-  private static native long nativeState(long op, int which);
+  private static native int nativeRunsDone(long op);
+  private static native boolean nativeReleased(long op);
+  private static native boolean nativeEnded(long op);
   private static native void nativeDestroy(long op);
 }

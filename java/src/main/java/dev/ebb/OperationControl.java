@@ -24,20 +24,14 @@ public final class OperationControl extends NativeObject {
 
   /** Asks the operations using this control to stop before their next run. Thread-safe. */
   public void cancel() {
-    long h = use();
-    try {
-      nativeCancel(h);
-    } finally {
-      done();
+    try (Use control = use()) {
+      nativeCancel(control.handle());
     }
   }
 
   public boolean isCancelled() {
-    long h = use();
-    try {
-      return nativeCancelled(h);
-    } finally {
-      done();
+    try (Use control = use()) {
+      return nativeCancelled(control.handle());
     }
   }
 

@@ -13,7 +13,7 @@ import java.util.List;
  * try (Runtime runtime = Runtime.create();
  *      Session session = runtime.load("models/convnet/model.onnx");
  *      Tensor x = Tensor.fromArray(pixels, 1, 3, 64, 64);
- *      Outputs out = session.run(Map.of("x", x))) {   // releases its arena memory at its end
+ *      Outputs out = session.run(Map.of("x", x))) {   // its arena memory goes back once runs pause
  *   float[] y = out.get("y").toFloatArray();
  * }
  * }</pre>
@@ -56,26 +56,23 @@ public final class Runtime extends NativeObject {
 
   /** ebb's version, "MAJOR.MINOR.PATCH". */
   public static String version() {
-    return nativeVersion(0);
+    return nativeVersion();
   }
 
   /** The ONNX Runtime library's version. */
   public static String ortVersion() {
-    return nativeVersion(1);
+    return nativeOrtVersion();
   }
 
   /** The C ABI version of the loaded libebb (its soname's number). */
   public static int abiVersion() {
-    return Integer.parseInt(nativeVersion(2));
+    return nativeAbiVersion();
   }
 
   /** The policy in force as JSON, every field written. */
   public String policyJson() {
-    long h = use();
-    try {
-      return nativePolicy(h);
-    } finally {
-      done();
+    try (Use runtime = use()) {
+      return nativePolicy(runtime.handle());
     }
   }
 
@@ -95,56 +92,38 @@ public final class Runtime extends NativeObject {
   }
 
   public Session load(String modelPath, LoadOptions options) {
-    long h = use();
-    try {
-      return new Session(nativeLoad(h, modelPath, null, options.device, options.strictValue(), options.name));
-    } finally {
-      done();
+    try (Use runtime = use()) {
+      return new Session(nativeLoad(runtime.handle(), modelPath, null, options.device, options.strictValue(),
+                                options.name));
     }
   }
 
   /** The same for model bytes already in memory. */
   public Session loadBytes(byte[] model, LoadOptions options) {
-    long h = use();
-    try {
-      return new Session(nativeLoad(h, null, model, options.device, options.strictValue(), options.name));
-    } finally {
-      done();
+    try (Use runtime = use()) {
+      return new Session(nativeLoad(runtime.handle(), null, model, options.device, options.strictValue(),
+                                options.name));
     }
   }
 
   /** Drops every cached session loaded from `modelPath`; returns how many. Handles stay usable. */
   public int unload(String modelPath) {
-    long h = use();
-    try {
-      return (int) nativeUnload(h, modelPath, 0);
-    } finally {
-      done();
+    try (Use runtime = use()) {
+      return (int) nativeUnload(runtime.handle(), modelPath, 0);
     }
   }
 
   /** Drops one session from the cache; true if it was cached. */
   public boolean unload(Session session) {
-    long h = use();
-    try {
-      long s = session.use();
-      try {
-        return nativeUnload(h, null, s) == 1;
-      } finally {
-        session.done();
-      }
-    } finally {
-      done();
+    try (Use runtime = use(); Use s = session.use()) {
+      return nativeUnload(runtime.handle(), null, s.handle()) == 1;
     }
   }
 
   /** Drops every session from the cache. */
   public void clear() {
-    long h = use();
-    try {
-      nativeClear(h);
-    } finally {
-      done();
+    try (Use runtime = use()) {
+      nativeClear(runtime.handle());
     }
   }
 
@@ -153,29 +132,29 @@ public final class Runtime extends NativeObject {
    * heap pages go back to the OS; per-session arenas release on their next run that starts alone.
    */
   public void trim() {
-    long h = use();
-    try {
-      nativeTrim(h);
-    } finally {
-      done();
+    try (Use runtime = use()) {
+      nativeTrim(runtime.handle());
     }
   }
 
   /** Successful loads so far (cache hits do not count). */
   public long loadCount() {
-    return counter(0);
+    try (Use runtime = use()) {
+      return nativeLoadCount(runtime.handle());
+    }
   }
 
   /** Sessions in the cache now. */
   public long cachedCount() {
-    return counter(1);
+    try (Use runtime = use()) {
+      return nativeCachedCount(runtime.handle());
+    }
   }
 
   /** Every arena (the shared one "cpu:shared", each cached session's own), RSS, its peak, now. */
   public MemoryReading memory() {
-    long h = use();
-    try {
-      long m = nativeMemory(h);
+    try (Use runtime = use()) {
+      long m = nativeMemory(runtime.handle());
       try {
         List<ArenaStats> arenas = new ArrayList<>();
         int n = nativeArenaCount(m);
@@ -185,8 +164,6 @@ public final class Runtime extends NativeObject {
       } finally {
         nativeMemoryDestroy(m);
       }
-    } finally {
-      done();
     }
   }
 
@@ -204,11 +181,8 @@ public final class Runtime extends NativeObject {
 
   /** The same with progress and cancellation (`control` may be null; it must stay open until the operation closes). */
   public Operation operation(int plannedRuns, OperationControl control) {
-    long h = use();
-    try {
-      return new Operation(h, plannedRuns, control);
-    } finally {
-      done();
+    try (Use runtime = use()) {
+      return new Operation(runtime.handle(), plannedRuns, control);
     }
   }
 
@@ -217,7 +191,7 @@ public final class Runtime extends NativeObject {
    * last run. Returns one result per frame (names ""). `control` may be null.
    */
   public Outputs runPerFrame(Session session, List<Tensor> frames, OperationControl control) {
-    return frames(0, List.of(session), frames, null, control);
+    return frames(List.of(session), frames, control, (rt, s, f, c) -> nativeRunPerFrame(rt, s[0], f, c));
   }
 
   public Outputs runPerFrame(Session session, List<Tensor> frames) {
@@ -226,12 +200,14 @@ public final class Runtime extends NativeObject {
 
   /** One run over all frames stacked into a batch (equal sizes), split back per frame. */
   public Outputs runJoint(Session session, List<Tensor> frames, OperationControl control) {
-    return frames(1, List.of(session), frames, null, control);
+    return frames(List.of(session), frames, control, (rt, s, f, c) -> nativeRunJoint(rt, s[0], f, c));
   }
 
   /** An image-to-image model over tiles of every frame, ONE operation: released after the last tile. */
   public Outputs runTiled(Session session, List<Tensor> frames, TileOptions tiles, OperationControl control) {
-    return frames(2, List.of(session), frames, tiles, control);
+    TileOptions t = tiles != null ? tiles : new TileOptions();
+    return frames(List.of(session), frames, control,
+                  (rt, s, f, c) -> nativeRunTiled(rt, s[0], f, t.tile, t.overlap, t.scale, t.tilesPerRun, c));
   }
 
   public Outputs runTiled(Session session, List<Tensor> frames, TileOptions tiles) {
@@ -240,43 +216,22 @@ public final class Runtime extends NativeObject {
 
   /** Per frame, each model in turn (the output of one is the input of the next), as ONE operation. */
   public Outputs runPipeline(List<Session> stages, List<Tensor> frames, OperationControl control) {
-    return frames(3, stages, frames, null, control);
+    return frames(stages, frames, control, Runtime::nativeRunPipeline);
   }
 
-  private Outputs frames(int kind, List<Session> sessions, List<Tensor> frames, TileOptions tiles,
-                         OperationControl control) {
-    List<NativeObject> held = new ArrayList<>();
-    try {
-      long h = use();
-      held.add(this);
-      long[] s = new long[sessions.size()];
-      for (int i = 0; i < s.length; ++i) {
-        s[i] = sessions.get(i).use();
-        held.add(sessions.get(i));
-      }
-      long[] f = new long[frames.size()];
-      for (int i = 0; i < f.length; ++i) {
-        f[i] = frames.get(i).use();
-        held.add(frames.get(i));
-      }
-      long c = 0;
-      if (control != null) {
-        c = control.use();
-        held.add(control);
-      }
-      TileOptions t = tiles != null ? tiles : new TileOptions();
-      return Outputs.fromNative(nativeFrames(h, kind, s, f, t.tile, t.overlap, t.scale, t.tilesPerRun, c));
-    } finally {
-      for (NativeObject o : held) o.done();
-    }
+  /** A ready-made operation's native call: runtime, sessions, frames and control (0: none) -> list handle. */
+  private interface FramesCall {
+    long run(long runtime, long[] sessions, long[] frames, long control);
   }
 
-  private long counter(int which) {
-    long h = use();
-    try {
-      return nativeCounter(h, which);
-    } finally {
-      done();
+  /** Runs `call` with this runtime, `sessions`, `frames` and `control` in use for its duration. */
+  private Outputs frames(List<Session> sessions, List<Tensor> frames, OperationControl control, FramesCall call) {
+    try (Uses held = new Uses(2 + sessions.size() + frames.size())) {
+      long runtime = held.add(this);
+      long[] s = held.addAll(sessions);
+      long[] f = held.addAll(frames);
+      long c = control != null ? held.add(control) : 0;
+      return Outputs.fromNative(call.run(runtime, s, f, c));
     }
   }
 
@@ -292,13 +247,16 @@ public final class Runtime extends NativeObject {
 
   private static native long nativeCreate(String policyJson);
   private static native long nativeCreateFromFile(String path);
-  private static native String nativeVersion(int which);
+  private static native String nativeVersion();
+  private static native String nativeOrtVersion();
+  private static native int nativeAbiVersion();
   private static native String nativePolicy(long handle);
   private static native long nativeLoad(long handle, String path, byte[] bytes, String device, int strict, String name);
   private static native long nativeUnload(long handle, String path, long session);
   private static native void nativeClear(long handle);
   private static native void nativeTrim(long handle);
-  private static native long nativeCounter(long handle, int which);
+  private static native long nativeLoadCount(long handle);
+  private static native long nativeCachedCount(long handle);
   private static native long nativeMemory(long handle);
   private static native int nativeArenaCount(long memory);
   private static native String nativeArenaName(long memory, int index);
@@ -306,7 +264,10 @@ public final class Runtime extends NativeObject {
   private static native long[] nativeRss(long memory);
   private static native String nativeMemoryJson(long memory);
   private static native void nativeMemoryDestroy(long memory);
-  private static native long nativeFrames(long handle, int kind, long[] sessions, long[] frames, long tile,
-                                          long overlap, long scale, int tilesPerRun, long control);
+  private static native long nativeRunPerFrame(long handle, long session, long[] frames, long control);
+  private static native long nativeRunJoint(long handle, long session, long[] frames, long control);
+  private static native long nativeRunTiled(long handle, long session, long[] frames, long tile, long overlap,
+                                            long scale, int tilesPerRun, long control);
+  private static native long nativeRunPipeline(long handle, long[] sessions, long[] frames, long control);
   private static native void nativeDestroy(long handle);
 }

@@ -9,9 +9,11 @@ import java.util.Map;
  * A loaded model on one device (the C API's ebb_session_t over ebb::Session), from {@link
  * Runtime#load} or a pool's {@link Lease#session()}.
  *
- * <p>{@link #run} is one whole operation: when it ends, the arena memory it grew into is given
- * back while the model stays loaded. To run several times and release once, use {@link
- * Runtime#operation()} or a ready-made operation.
+ * <p>{@link #run} is one whole operation: the arena memory it grew into is given back while the
+ * model stays loaded, under the policy's release mode: by default ("idle") once no run has ended
+ * for idle_release_ms, so runs made back to back keep it and a pause gives it back. To run
+ * several times and release at the last run, use {@link Runtime#operation()} or a ready-made
+ * operation.
  *
  * <p>Thread safety: any number of threads may run one session at once. A session stays usable
  * after it left the runtime's cache and after its Runtime was closed. Closing it drops this handle
@@ -22,8 +24,8 @@ public final class Session extends NativeObject {
     NativeLibrary.load();
   }
 
-  private final boolean owned;        // false: a lease's session, freed with the lease
-  private final NativeObject parent;  // the lease a borrowed session belongs to (kept in use)
+  private final boolean owned;  // false: a lease's session, freed with the lease
+  private final Use parent;     // a use of the lease a borrowed session belongs to, given back when freed
   private final String name;
   private final List<TensorInfo> inputs;
   private final List<TensorInfo> outputs;
@@ -32,12 +34,12 @@ public final class Session extends NativeObject {
     this(handle, true, null);
   }
 
-  /** A borrowed session: freed by its owner, never by close(). `parent` (may be null) is held in use until close. */
-  static Session borrowed(long handle, NativeObject parent) {
+  /** A borrowed session: freed by its owner, never by close(). `parent` (may be null) is closed when this is freed. */
+  static Session borrowed(long handle, Use parent) {
     return new Session(handle, false, parent);
   }
 
-  private Session(long handle, boolean owned, NativeObject parent) {
+  private Session(long handle, boolean owned, Use parent) {
     super(handle);
     this.owned = owned;
     this.parent = parent;
@@ -63,22 +65,30 @@ public final class Session extends NativeObject {
 
   /** The model file it came from ("" when loaded from bytes). */
   public String sourcePath() {
-    return text(0);
+    try (Use session = use()) {
+      return nativeSourcePath(session.handle());
+    }
   }
 
   /** Where it REALLY runs: "cpu", "cuda:0". */
   public String device() {
-    return text(1);
+    try (Use session = use()) {
+      return nativeDevice(session.handle());
+    }
   }
 
   /** ONNX Runtime's provider: "CPUExecutionProvider", "CUDAExecutionProvider". */
   public String provider() {
-    return text(2);
+    try (Use session = use()) {
+      return nativeProvider(session.handle());
+    }
   }
 
   /** Why it runs elsewhere than asked ("" when it does not). */
   public String fallbackReason() {
-    return text(3);
+    try (Use session = use()) {
+      return nativeFallbackReason(session.handle());
+    }
   }
 
   public List<TensorInfo> inputs() {
@@ -91,41 +101,36 @@ public final class Session extends NativeObject {
 
   /** A value of the model's metadata_props ("" when absent). */
   public String metadata(String key) {
-    long h = use();
-    try {
-      return nativeMetadata(h, key);
-    } finally {
-      done();
+    try (Use session = use()) {
+      return nativeMetadata(session.handle(), key);
     }
   }
 
   /** Runs started so far. */
   public long runCount() {
-    return counter(0);
+    try (Use session = use()) {
+      return nativeRunCount(session.handle());
+    }
   }
 
   /** Runs that carried a release. */
   public long releaseCount() {
-    return counter(1);
+    try (Use session = use()) {
+      return nativeReleaseCount(session.handle());
+    }
   }
 
   /** Runs in flight right now. */
   public int inFlight() {
-    return (int) counter(2);
+    try (Use session = use()) {
+      return nativeInFlight(session.handle());
+    }
   }
 
   /** Whether this handle and `other` hold the same loaded session (the cache gave it twice). */
   public boolean isSameModel(Session other) {
-    long a = use();
-    try {
-      long b = other.use();
-      try {
-        return nativeSame(a, b);
-      } finally {
-        other.done();
-      }
-    } finally {
-      done();
+    try (Use a = use(); Use b = other.use()) {
+      return nativeSame(a.handle(), b.handle());
     }
   }
 
@@ -153,23 +158,15 @@ public final class Session extends NativeObject {
   Outputs runInputs(Map<String, Tensor> inputs, String[] outputNames, RunCall call) {
     int n = inputs.size();
     String[] names = new String[n];
-    Tensor[] tensors = new Tensor[n];
-    long[] handles = new long[n];
-    int i = 0;
+    List<Tensor> tensors = new ArrayList<>(n);
     for (Map.Entry<String, Tensor> e : inputs.entrySet()) {
-      names[i] = e.getKey();
-      tensors[i] = e.getValue();
-      if (tensors[i] == null) throw new InvalidArgumentException("input '" + names[i] + "' is null");
-      ++i;
+      names[tensors.size()] = e.getKey();
+      if (e.getValue() == null) throw new InvalidArgumentException("input '" + e.getKey() + "' is null");
+      tensors.add(e.getValue());
     }
-    long h = use();
-    int taken = 0;
-    try {
-      for (; taken < n; ++taken) handles[taken] = tensors[taken].use();
-      return Outputs.fromNative(call.run(h, names, handles, outputNames));
-    } finally {
-      for (int k = 0; k < taken; ++k) tensors[k].done();
-      done();
+    try (Uses held = new Uses(n + 1)) {
+      long session = held.add(this);
+      return Outputs.fromNative(call.run(session, names, held.addAll(tensors), outputNames));
     }
   }
 
@@ -178,28 +175,10 @@ public final class Session extends NativeObject {
     return "Session('" + name + "'" + (isClosed() ? ", closed)" : ")");
   }
 
-  private String text(int which) {
-    long h = use();
-    try {
-      return nativeText(h, which);
-    } finally {
-      done();
-    }
-  }
-
-  private long counter(int which) {
-    long h = use();
-    try {
-      return nativeCounter(h, which);
-    } finally {
-      done();
-    }
-  }
-
   @Override
   void free(long handle) {
     if (owned) nativeDestroy(handle);
-    if (parent != null) parent.done();
+    if (parent != null) parent.close();
   }
 
   @Override
@@ -208,13 +187,18 @@ public final class Session extends NativeObject {
   }
 
   private static native String nativeName(long handle);
-  private static native String nativeText(long handle, int which);
+  private static native String nativeSourcePath(long handle);
+  private static native String nativeDevice(long handle);
+  private static native String nativeProvider(long handle);
+  private static native String nativeFallbackReason(long handle);
   private static native int nativeCount(long handle, boolean outputs);
   private static native String nativeIoName(long handle, boolean outputs, int index);
   private static native int nativeIoType(long handle, boolean outputs, int index);
   private static native long[] nativeIoShape(long handle, boolean outputs, int index);
   private static native String nativeMetadata(long handle, String key);
-  private static native long nativeCounter(long handle, int which);
+  private static native long nativeRunCount(long handle);
+  private static native long nativeReleaseCount(long handle);
+  private static native int nativeInFlight(long handle);
   private static native boolean nativeSame(long a, long b);
   private static native long nativeRun(long session, String[] names, long[] inputs, String[] outputNames);
   private static native void nativeDestroy(long handle);

@@ -179,11 +179,8 @@ public final class Tensor extends NativeObject {
 
   /** Bytes of data (BYTES: their serialised form, a 4-byte length before each element). */
   public long byteSize() {
-    long h = use();
-    try {
-      return nativeByteSize(h);
-    } finally {
-      done();
+    try (Use tensor = use()) {
+      return nativeByteSize(tensor.handle());
     }
   }
 
@@ -216,13 +213,10 @@ public final class Tensor extends NativeObject {
   /** The raw bytes of a dense tensor (any type but BYTES), in native byte order. */
   public byte[] toByteArray() {
     if (type == DataType.BYTES) throw new InvalidArgumentException("a BYTES tensor: use toStrings()");
-    long h = use();
-    try {
-      byte[] out = new byte[Math.toIntExact(nativeByteSize(h))];
-      nativeCopyOut(h, out);
+    try (Use tensor = use()) {
+      byte[] out = new byte[Math.toIntExact(nativeByteSize(tensor.handle()))];
+      nativeCopyOut(tensor.handle(), out);
       return out;
-    } finally {
-      done();
     }
   }
 
@@ -237,11 +231,8 @@ public final class Tensor extends NativeObject {
   /** The elements of a BYTES tensor. */
   public byte[][] toBytes() {
     if (type != DataType.BYTES) throw new InvalidArgumentException("a " + type + " tensor, not BYTES");
-    long h = use();
-    try {
-      return nativeStrings(h);
-    } finally {
-      done();
+    try (Use tensor = use()) {
+      return nativeStrings(tensor.handle());
     }
   }
 
@@ -251,26 +242,15 @@ public final class Tensor extends NativeObject {
    * {@code to*Array} methods unless the copy matters.
    */
   public ByteBuffer buffer() {
-    long h = use();
-    try {
-      return nativeBuffer(h).asReadOnlyBuffer().order(ByteOrder.nativeOrder());
-    } finally {
-      done();
+    try (Use tensor = use()) {
+      return nativeBuffer(tensor.handle()).asReadOnlyBuffer().order(ByteOrder.nativeOrder());
     }
   }
 
   /** Whether type, shape and every byte match. */
   public boolean bitwiseEquals(Tensor other) {
-    long a = use();
-    try {
-      long b = other.use();
-      try {
-        return nativeEquals(a, b);
-      } finally {
-        other.done();
-      }
-    } finally {
-      done();
+    try (Use a = use(); Use b = other.use()) {
+      return nativeEquals(a.handle(), b.handle());
     }
   }
 
@@ -285,12 +265,9 @@ public final class Tensor extends NativeObject {
 
   private Object copyOut(DataType want, Object array) {
     if (type != want) throw new InvalidArgumentException("the tensor is " + type + ", not " + want);
-    long h = use();
-    try {
-      nativeCopyOut(h, array);
+    try (Use tensor = use()) {
+      nativeCopyOut(tensor.handle(), array);
       return array;
-    } finally {
-      done();
     }
   }
 

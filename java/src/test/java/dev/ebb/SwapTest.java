@@ -72,9 +72,10 @@ class SwapTest {
                         rssAfter / (double) TestModels.MIB);
       assertTrue(failures.isEmpty(), failures.size() + " runs failed under the cap, the first: " +
                  (failures.isEmpty() ? "" : failures.get(0)));
-      // At most max_unused_models (8) closed ones beside the 200 held, plus the one closed after the last load
-      // (the bound applies at the next load, or at trim()).
-      assertTrue(runtime.cachedCount() <= SESSIONS + 8 + 1, runtime.cachedCount() + " models cached");
+      // At most max_unused_models (8) closed ones beside the 200 held, plus those closed after the last load:
+      // the bound applies at the next load, or at trim(), and each thread's last close(), made after its own last
+      // load, may also follow every other thread's (so up to THREADS of them; 210 was seen with 16 threads).
+      assertTrue(runtime.cachedCount() <= SESSIONS + 8 + THREADS, runtime.cachedCount() + " models cached");
       runtime.trim();
       assertTrue(runtime.cachedCount() <= SESSIONS + 8, runtime.cachedCount() + " models cached after trim()");
       assertTrue(rssAfter <= rssBefore * 1.2, "RSS " + rssAfter + " after the swap, " + rssBefore + " before");

@@ -1,0 +1,154 @@
+// The server core's InferenceService in process, on the bundled models and the real ONNX
+// Runtime: what a front end asks it beside the operations the HTTP and gRPC tests reach
+// through their wire formats (server_test.cc, grpc_test.py).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <thread>
+
+#include "core/service.h"
+#include "ebb/image.h"
+#include "ebb/runtime.h"
+#include "test_util.h"
+
+namespace ebb::server {
+namespace {
+
+using std::chrono::nanoseconds;
+using std::chrono::seconds;
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto rt = Runtime::Create();
+    ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+    runtime_ = std::move(rt).value();
+    auto service = InferenceService::Create(*runtime_, {.root = EBB_MODELS_DIR, .default_device = "cpu"}, {});
+    ASSERT_TRUE(service.ok()) << service.status().ToString();
+    service_ = std::move(service).value();
+  }
+
+  // `tiny`'s one input, filled with halves.
+  InferRequest TinyRequest() {
+    auto info = service_->DescribeModel("tiny");
+    EXPECT_TRUE(info.ok()) << info.status().ToString();
+    InferRequest request;
+    if (!info.ok()) return request;
+    Shape shape = info->inputs[0].shape;
+    for (int64_t& d : shape) d = d < 0 ? 1 : d;
+    Tensor t(DataType::kFloat32, shape);
+    for (float& v : t.values<float>()) v = 0.5f;
+    request.inputs.push_back({info->inputs[0].name, std::move(t)});
+    return request;
+  }
+
+  Status InferTiny() {
+    return service_->Infer("tiny", "", [&]() -> Result<InferRequest> { return TinyRequest(); }).status();
+  }
+
+  std::unique_ptr<Runtime> runtime_;
+  std::unique_ptr<InferenceService> service_;
+};
+
+// A request refused after its inputs were decoded (here: an input the model does not have) reaches no
+// run, so no release: the large input it decoded into a kept buffer (Tensor::Reusable, as the
+// HTTP and gRPC decoders do) must not stay kept. A request that runs leaves it for the next one.
+TEST_F(ServiceTest, ARefusedRequestKeepsNoBufferItsInputsTook) {
+  ASSERT_TRUE(service_->Load("tiny").ok());
+  detail::OutputBuffers::Drop();
+  auto big_input = [](const std::string& name) {
+    InferRequest request;
+    Tensor t = Tensor::Reusable(DataType::kFloat32, {1, 65536});  // 256 KiB
+    for (float& v : t.values<float>()) v = 0.5f;
+    request.inputs.push_back({name, std::move(t)});
+    return request;
+  };
+  Result<InferResponse> refused =
+      service_->Infer("tiny", "", [&]() -> Result<InferRequest> { return big_input("no_such_input"); });
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(detail::OutputBuffers::kept_bytes(), 0u) << refused.status().ToString();
+
+  // Kept when the request was refused while decoding, after its tensor went back: freed too.
+  refused = service_->Infer("tiny", "", [&]() -> Result<InferRequest> {
+    (void)big_input("x");  // decoded, then the decoder fails
+    return InvalidArgument("element 7 is not a number");
+  });
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(detail::OutputBuffers::kept_bytes(), 0u);
+}
+
+// An OCR pipeline folder's model is its detector in the pool; its classifier and recogniser were
+// kept (in the service's pipeline and the Runtime's cache) after the pool let the detector go, so an
+// evicted OCR model gave back only part of its memory. Now all three go.
+TEST_F(ServiceTest, AnUnloadedOcrModelLeavesNoneOfItsThreeSessions) {
+  auto cached = [&] { return runtime_->cached_sessions(); };
+  ASSERT_EQ(cached(), 0u);
+  const std::string png_path = ::testing::TempDir() + "/ebb_service_blank.png";
+  Image white{64, 32, 3, std::vector<uint8_t>(64 * 32 * 3, 255)};
+  ASSERT_TRUE(WritePng(png_path, white).ok());
+  std::ifstream in(png_path, std::ios::binary);
+  const std::string png((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  Result<InferResponse> answer = service_->Infer("ocr", "", [&]() -> Result<InferRequest> {
+    InferRequest request;
+    request.inputs.push_back({"image", Tensor::FromStrings({1}, std::vector<std::string>{png})});
+    return request;
+  });
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  EXPECT_EQ(cached(), 3u) << "detector, classifier, recogniser";
+  ASSERT_TRUE(service_->Unload("ocr").ok());
+  EXPECT_EQ(cached(), 0u) << "an OCR model's classifier or recogniser stayed after it was unloaded";
+  std::remove(png_path.c_str());
+}
+
+// RunsAtOnce is what lets the HTTP front end run a request on its event loop (HttpOptions::
+// quick_run_us): it must say no whenever the request could wait or its time is not known.
+TEST_F(ServiceTest, RunsAtOnceOnlyForALoadedModelAnsweredQuicklyWithNothingElseInFlight) {
+  EXPECT_FALSE(service_->RunsAtOnce("tiny", "", seconds(1))) << "not loaded: a load would come first";
+  ASSERT_TRUE(service_->Load("tiny").ok());
+  EXPECT_FALSE(service_->RunsAtOnce("tiny", "", seconds(1))) << "never answered: its time is not known";
+  ASSERT_TRUE(InferTiny().ok());
+  EXPECT_TRUE(service_->RunsAtOnce("tiny", "", seconds(1)));
+  EXPECT_TRUE(service_->RunsAtOnce("tiny", "1", seconds(1))) << "the default version is 1";
+  EXPECT_FALSE(service_->RunsAtOnce("tiny", "", nanoseconds(1))) << "its last request took longer than 1 ns";
+  EXPECT_FALSE(service_->RunsAtOnce("tiny", "", nanoseconds(0))) << "a zero limit is never";
+  EXPECT_FALSE(service_->RunsAtOnce("tiny", "2", seconds(1))) << "a version not served";
+  EXPECT_FALSE(service_->RunsAtOnce("no_such_model", "", seconds(1)));
+
+  // Another inference in flight (here held in its decoder, after its admission): this one could
+  // wait for a worker or for memory.
+  std::promise<void> decoding, go_on;
+  std::shared_future<void> release = go_on.get_future().share();
+  std::thread other([&] {
+    auto r = service_->Infer("tiny", "", [&]() -> Result<InferRequest> {
+      decoding.set_value();
+      release.wait();
+      return TinyRequest();
+    });
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+  });
+  decoding.get_future().wait();
+  EXPECT_FALSE(service_->RunsAtOnce("tiny", "", seconds(1))) << "another inference is in flight";
+  go_on.set_value();
+  other.join();
+  EXPECT_TRUE(service_->RunsAtOnce("tiny", "", seconds(1))) << "nothing in flight again";
+
+  // A failed request leaves the last successful time as it was.
+  auto failed = service_->Infer("tiny", "", []() -> Result<InferRequest> { return InvalidArgument("bad body"); });
+  EXPECT_EQ(failed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(service_->RunsAtOnce("tiny", "", seconds(1)));
+
+  ASSERT_TRUE(service_->Unload("tiny").ok());
+  EXPECT_FALSE(service_->RunsAtOnce("tiny", "", seconds(1))) << "unloaded: the next request would load it";
+  ASSERT_TRUE(InferTiny().ok());  // loaded on demand
+  EXPECT_TRUE(service_->RunsAtOnce("tiny", "", seconds(1)));
+  service_->BeginShutdown();
+  EXPECT_FALSE(service_->RunsAtOnce("tiny", "", seconds(1))) << "shutting down: it would be refused";
+}
+
+}  // namespace
+}  // namespace ebb::server
