@@ -101,8 +101,10 @@ while IFS= read -r -d '' f; do
     [[ $f == "$provider" ]] || ! is_elf "$f" || elves+=("$f")
 done < <(find "$root/bin" "$root/lib" -maxdepth 1 -type f -print0 | sort -z)
 mkdir -p "$root/lib/debian" "$root/lib/compat"
+# Every library outside the bundle first (name, path), then one dpkg -S for all of them: a dpkg -S
+# reads the whole package database, so one per library took most of a minute.
 declare -A seen=()
-libs_json=()
+names=() paths=()
 for f in "${elves[@]}"; do
     listing=$(env -u LD_LIBRARY_PATH ldd "$f") || die "ldd $f failed"
     ! grep -q "not found" <<<"$listing" || die "ldd $f: $(grep "not found" <<<"$listing" | tr -s ' \t' ' ')"
@@ -110,20 +112,36 @@ for f in "${elves[@]}"; do
         [[ -n ${seen[$name]:-} ]] && continue
         seen[$name]=1
         case $path in "$root"/*) continue ;; esac
-        real=$(readlink -f "$path")
-        pkg=$( { dpkg -S "$path" 2>/dev/null || dpkg -S "$real" 2>/dev/null ||
-                 dpkg -S "${path#/usr}" 2>/dev/null || dpkg -S "/usr$path" 2>/dev/null || true; } |
-               head -n1 | cut -d: -f1)
-        [[ -n $pkg ]] || die "no Debian package owns $path"
-        case $pkg in
-            libc6) continue ;;                              # glibc: the machine's own
-            libstdc++6|libgcc-s1) dir=compat ;;             # used there only when newer than its own
-            *) dir=debian ;;
-        esac
-        cp -L "$path" "$root/lib/$dir/$name"
-        chmod 0644 "$root/lib/$dir/$name"
-        libs_json+=("{\"name\": \"$name\", \"package\": \"$pkg\", \"dir\": \"lib/$dir\"}")
+        names+=("$name") paths+=("$path")
     done < <(awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' <<<"$listing")
+done
+# The forms a library's path may take in the database: as ldd gave it, resolved, and with or without
+# /usr (merged /usr). dpkg -S prints "package[:arch][, package...]: path" for each it owns.
+candidates() { local path=$1 real; real=$(readlink -f "$path"); echo "$path"; echo "$real"; echo "${path#/usr}"; echo "/usr$path"; }
+declare -A owner=()
+if ((${#paths[@]} > 0)); then
+    while IFS= read -r line; do
+        [[ $line == *": /"* && $line != diversion\ * ]] || continue
+        owned="/${line#*: /}"
+        owner[$owned]=${line%%[:,]*}
+    done < <(for path in "${paths[@]}"; do candidates "$path"; done | sort -u | xargs -d '\n' dpkg -S 2>/dev/null || true)
+fi
+libs_json=()
+for i in "${!names[@]}"; do
+    name=${names[$i]} path=${paths[$i]} pkg=""
+    while IFS= read -r c; do
+        [[ -z $pkg ]] || break
+        pkg=${owner[$c]:-}
+    done < <(candidates "$path")
+    [[ -n $pkg ]] || die "no Debian package owns $path"
+    case $pkg in
+        libc6) continue ;;                              # glibc: the machine's own
+        libstdc++6|libgcc-s1) dir=compat ;;             # used there only when newer than its own
+        *) dir=debian ;;
+    esac
+    cp -L "$path" "$root/lib/$dir/$name"
+    chmod 0644 "$root/lib/$dir/$name"
+    libs_json+=("{\"name\": \"$name\", \"package\": \"$pkg\", \"dir\": \"lib/$dir\"}")
 done
 log "libraries from Debian: $(find "$root/lib/debian" -type f | wc -l) in lib/debian, $(find "$root/lib/compat" -type f | wc -l) in lib/compat"
 
