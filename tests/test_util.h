@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ebb/memory_policy.h"
+#include "ebb/runtime.h"
 #include "ebb/tensor.h"
 
 namespace ebb::testing {
@@ -55,6 +56,20 @@ inline std::string ModelPath(const std::string& name) { return std::string(EBB_M
 // The protocol tests' own models (tools/make_test_models.py --test-out): identity, halves.
 inline std::string TestModelPath(const std::string& name) {
   return std::string(EBB_TEST_MODELS_DIR) + "/" + name + "/model.onnx";
+}
+
+// A runtime built from `policy` with the bundled `model` loaded on the CPU, for the fixtures that
+// hold both; the failing step's status otherwise.
+struct LoadedModel {
+  std::unique_ptr<Runtime> runtime;
+  std::shared_ptr<Session> session;
+};
+inline Result<LoadedModel> LoadOnCpu(const MemoryPolicy& policy, const std::string& model) {
+  auto runtime = Runtime::Create(policy);
+  if (!runtime.ok()) return runtime.status();
+  auto session = (*runtime)->Load(ModelPath(model), {.device = DeviceRequest::Cpu()});
+  if (!session.ok()) return session.status();
+  return LoadedModel{std::move(runtime).value(), *session};
 }
 
 // A float tensor of `shape` with values uniform in [0, 1), fixed by `seed`.

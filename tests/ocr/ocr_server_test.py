@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ import render_pages  # noqa: E402
 from ocr_accuracy_test import edit_distance, normalise  # noqa: E402
 from PIL import Image  # noqa: E402
 from serve_process import ServeProcess as BaseServeProcess  # noqa: E402
+from triton_bytes import deserialize_bytes, serialize_bytes  # noqa: E402
 
 EBB = os.environ["EBB_BINARY"]
 MODELS = os.environ["EBB_MODELS_DIR"]
@@ -80,19 +80,6 @@ def page():
     import random
     img, lines = render_pages.render(random.Random(7), 1000, 700, [22, 30], 8)
     return png_bytes(img), lines
-
-
-def serialize_bytes(values):
-    return b"".join(struct.pack("<I", len(v)) + v for v in values)
-
-
-def deserialize_bytes(raw):
-    out, at = [], 0
-    while at < len(raw):
-        (n,) = struct.unpack_from("<I", raw, at)
-        out.append(raw[at + 4:at + 4 + n])
-        at += 4 + n
-    return out
 
 
 def http_ocr(port, images, timeout=120):

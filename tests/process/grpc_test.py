@@ -33,6 +33,7 @@ import numpy as np
 import pytest
 from h2_stall import StalledClient
 from serve_process import ServeProcess
+from triton_bytes import deserialize_bytes, serialize_bytes
 
 sys.path.insert(0, os.environ["EBB_GRPC_PYTHON"])
 import grpc_service_pb2 as pb  # noqa: E402
@@ -161,20 +162,6 @@ def server(repository):
 
 
 # --- Requests built as tritonclient builds them ------------------------------------------------
-
-def serialize_bytes(values):
-    """tritonclient.utils.serialize_byte_tensor: <I length, then the bytes, per element."""
-    return b"".join(struct.pack("<I", len(v)) + v for v in values)
-
-
-def deserialize_bytes(raw):
-    out, at = [], 0
-    while at < len(raw):
-        (n,) = struct.unpack_from("<I", raw, at)
-        out.append(raw[at + 4:at + 4 + n])
-        at += 4 + n
-    return out
-
 
 def infer_request(model, inputs, outputs=(), version="", request_id="", parameters=None):
     """inputs: [(name, datatype, shape, raw bytes)]; outputs: [(name, class_count)]."""

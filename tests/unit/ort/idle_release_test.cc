@@ -137,12 +137,10 @@ class IdleReleaseTest : public ::testing::Test {
     MemoryPolicy policy;
     policy.release = ReleaseMode::kIdle;
     policy.idle_release_ms = idle_ms;
-    auto rt = Runtime::Create(policy);
-    ASSERT_TRUE(rt.ok()) << rt.status().ToString();
-    runtime_ = std::move(rt).value();
-    auto s = runtime_->Load(ModelPath("convnet"), {.device = DeviceRequest::Cpu()});
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    session_ = *s;
+    auto loaded = testing::LoadOnCpu(policy, "convnet");
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    runtime_ = std::move(loaded->runtime);
+    session_ = loaded->session;
     floor_ = Reserved();
   }
   int64_t Reserved() const { return runtime_->ReadSharedArena()->reserved; }
@@ -303,12 +301,10 @@ class DefaultPolicyTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_EQ(MemoryPolicy{}.release, ReleaseMode::kIdle);
-    auto rt = Runtime::Create();  // the library's defaults, as C, Java and Python get them
-    ASSERT_TRUE(rt.ok()) << rt.status().ToString();
-    runtime_ = std::shared_ptr<Runtime>(std::move(rt).value());
-    auto s = runtime_->Load(ModelPath("convnet"), {.device = DeviceRequest::Cpu()});
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    session_ = *s;
+    auto loaded = testing::LoadOnCpu({}, "convnet");  // the library's defaults, as C, Java and Python get them
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    runtime_ = std::move(loaded->runtime);
+    session_ = loaded->session;
     floor_ = Reserved();
   }
   int64_t Reserved() const { return runtime_->ReadSharedArena()->reserved; }

@@ -29,12 +29,10 @@ constexpr int64_t kSide = 1024;
 class RunBoundaryTest : public ::testing::Test {
  protected:
   void Start(MemoryPolicy policy = testing::OperationEndPolicy()) {
-    auto rt = Runtime::Create(policy);
-    ASSERT_TRUE(rt.ok()) << rt.status().ToString();
-    runtime_ = std::move(rt).value();
-    auto s = runtime_->Load(ModelPath("convnet"), {.device = DeviceRequest::Cpu()});
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    session_ = *s;
+    auto loaded = testing::LoadOnCpu(policy, "convnet");
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    runtime_ = std::move(loaded->runtime);
+    session_ = loaded->session;
   }
 
   ArenaStats Shared() const {
