@@ -604,10 +604,15 @@ def test_forgotten_model_ids_leave_no_metric_series(tmp, root):
             cycle(f"tiny{i}__isvc")
         text = metrics()
         assert "tiny1__isvc" not in text and "warm0__isvc" not in text
-        new_series = sorted(set(text.splitlines()) - set(before_text.splitlines()))
-        assert len(text) <= len(before_text) + 256, \
-            "series of forgotten ids stayed; lines not there before (values change too): " + "\n".join(
-                line for line in new_series if not line.startswith("#"))[:3000]
+
+        def series(t):  # each sample's name and labels, without its value
+            return {line.rsplit(" ", 1)[0] for line in t.splitlines() if line and not line.startswith("#")}
+        new_series = sorted(series(text) - series(before_text))
+        per_model = [k for k in new_series if 'model="' in k]
+        assert not per_model, "series of forgotten ids stayed:\n" + "\n".join(per_model)[:3000]
+        # Series of the server's own may appear (a histogram's first sample: on a loaded machine a request
+        # can wait for memory, ebb_memory_wait_seconds, 17 lines), a few; 300 ids would leave hundreds.
+        assert len(new_series) <= 40, "series that stayed:\n" + "\n".join(new_series)[:3000]
         if RSS_BOUNDS_HOLD:
             grew = s.rss() - before_rss
             assert grew <= MiB, f"300 forgotten ids kept {grew} bytes"
