@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "ort_api.h"
+#include "ort_context.h"
 #include "port.h"
 #include "session_factory.h"
 
@@ -19,6 +20,7 @@ namespace {
 // application creates its env once).
 Ort::Env& PlainEnv() {
   static Ort::Env env = [] {
+    OptOutOfOrtTelemetry();               // as ebb's own environment, so that either may come first
     const port::OrtStderrSilenced quiet;  // as ebb's own environment (port.h)
     return Ort::Env(ORT_LOGGING_LEVEL_FATAL, "ebb-bench-plain-ort");
   }();

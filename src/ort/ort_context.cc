@@ -229,8 +229,11 @@ void InvokeOrtRun(const OrtRun& run) {
                    run.output_values, run.output_count);
 }
 
+void OptOutOfOrtTelemetry() { port::SetEnvUnlessSet("ORT_DISABLE_TELEMETRY", "1"); }
+
 Result<std::shared_ptr<RuntimeContext>> RuntimeContext::Create(const MemoryPolicy& policy) {
   EBB_RETURN_IF_ERROR(port::CheckOrtLibrary());  // Windows: onnxruntime.dll is delay-loaded
+  OptOutOfOrtTelemetry();
   if (policy.trim_heap_after_release) port::KeepHeapReturnable();
   std::shared_ptr<RuntimeContext> ctx(new RuntimeContext(policy));
   if (!policy.optimized_model_cache.enabled) {

@@ -54,6 +54,16 @@ struct CudaDevice {
   size_t cap = 0;          // cuda.arena_settings.max_bytes (0: none)
 };
 
+// Turns ONNX Runtime's own telemetry off for this process unless the user set
+// ORT_DISABLE_TELEMETRY: call it before the process's first ORT environment.
+// ORT 1.29's Linux build otherwise starts an uploader thread (Microsoft's 1DS
+// SDK) with its first environment, keeps it until exit, and writes a device id
+// and an event database under ~/.cache/Microsoft/DeveloperTools/.onnxruntime
+// (measured); that thread, still running while the process's static objects
+// are destroyed, read freed memory at ebb serve's exit under AddressSanitizer.
+// docs/memory-policy.md, "ONNX Runtime's telemetry".
+void OptOutOfOrtTelemetry();
+
 // State shared by a Runtime and every session it created.
 class RuntimeContext {
  public:

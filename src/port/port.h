@@ -402,6 +402,12 @@ bool StdoutIsTerminal();
 // The value of environment variable `name`, "" when unset.
 std::string GetEnv(const char* name);
 
+// Sets environment variable `name` to `value` for this process and the
+// processes it starts, unless it is set already (even to ""): a value the user
+// gave wins. Not safe against other threads reading the environment at the same
+// moment (POSIX setenv); call it before starting threads that do.
+void SetEnvUnlessSet(const char* name, const char* value);
+
 // The per-user cache folder: $XDG_CACHE_HOME, else $HOME/.cache on POSIX;
 // %LOCALAPPDATA% on Windows. "" when none is set.
 std::string UserCacheFolder();

@@ -649,6 +649,8 @@ std::string GetEnv(const char* name) {
   return value ? value : "";
 }
 
+void SetEnvUnlessSet(const char* name, const char* value) { setenv(name, value, /*overwrite=*/0); }
+
 std::string UserCacheFolder() {
   if (std::string xdg = GetEnv("XDG_CACHE_HOME"); !xdg.empty()) return xdg;
   if (std::string home = GetEnv("HOME"); !home.empty()) return home + "/.cache";

@@ -677,6 +677,13 @@ std::string GetEnv(const char* name) {
   return Narrow(value);
 }
 
+void SetEnvUnlessSet(const char* name, const char* value) {
+  const std::wstring wide = Wide(name);
+  if (GetEnvironmentVariableW(wide.c_str(), nullptr, 0) == 0 && GetLastError() == ERROR_ENVVAR_NOT_FOUND) {
+    SetEnvironmentVariableW(wide.c_str(), Wide(value).c_str());
+  }
+}
+
 std::string UserCacheFolder() { return GetEnv("LOCALAPPDATA"); }
 
 std::string CpuFeatures() {

@@ -38,8 +38,9 @@ struct Outcome {
   std::string output;  // stdout and stderr
 };
 
-Outcome Ebb(const std::string& args) {
-  const std::string command = std::string(EBB_BINARY) + " " + args + " 2>&1";
+// `env`: what the shell puts before the binary (`env -u NAME NAME=value`), "" for none.
+Outcome Ebb(const std::string& args, const std::string& env = "") {
+  const std::string command = env + " " + std::string(EBB_BINARY) + " " + args + " 2>&1";
   Outcome o;
   FILE* pipe = popen(command.c_str(), "r");
   if (!pipe) return o;
@@ -314,6 +315,23 @@ TEST_F(CliTest, TransportBenchesCompareAnImageSizedRequestWithARawExchange) {
 
 // A model with ONNX external data (issue 18): the conv model of about 1 MB of weights written by the
 // tests' model tool in one file and with weights.bin beside model.onnx.
+TEST_F(CliTest, OnnxRuntimesTelemetryStaysOffUnlessTheUserSetsItsVariable) {
+  // Without ebb's opt-out, ORT 1.29's first environment writes a device id and an event database under
+  // $HOME/.cache/Microsoft/DeveloperTools/.onnxruntime and starts an uploader thread (measured with a
+  // bare C program against the same library: the folder appears; with ORT_DISABLE_TELEMETRY=1 it does not).
+  const std::string home = Path("home");
+  std::filesystem::create_directories(home);
+  const std::string env = "env -u XDG_CACHE_HOME -u ORT_DISABLE_TELEMETRY HOME=" + home;
+  Outcome info = Ebb("info tiny --models " + kModels + " --device cpu", env);
+  ASSERT_EQ(info.exit_code, 0) << info.output;
+  Outcome run = Ebb("run " + kModels + "/waifu2x_scale2x -i " + kFixtures + "astronaut_96.png -o " +
+                        Path("out.png") + " --device cpu",
+                    env);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(std::filesystem::exists(home + "/.cache/ebb")) << "ebb's own cache: the runs used this HOME";
+  EXPECT_FALSE(std::filesystem::exists(home + "/.cache/Microsoft")) << "ONNX Runtime's telemetry wrote its files";
+}
+
 TEST_F(CliTest, InfoAndRunTakeAModelWithExternalData) {
   const std::string tool = std::string(EBB_SOURCE_DIR) + "/tools/make_test_models.py";
   ASSERT_EQ(std::system(("/usr/bin/python3 " + tool + " --conv-mb 1 --external-mb 1 --out " + dir_.string() +
