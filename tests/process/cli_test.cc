@@ -321,7 +321,7 @@ TEST_F(CliTest, OnnxRuntimesTelemetryStaysOffUnlessTheUserSetsItsVariable) {
   // bare C program against the same library: the folder appears; with ORT_DISABLE_TELEMETRY=1 it does not).
   const std::string home = Path("home");
   std::filesystem::create_directories(home);
-  const std::string env = "env -u XDG_CACHE_HOME -u ORT_DISABLE_TELEMETRY HOME=" + home;
+  const std::string env = "env -u XDG_CACHE_HOME -u EBB_CACHE_DIR -u ORT_DISABLE_TELEMETRY HOME=" + home;
   Outcome info = Ebb("info tiny --models " + kModels + " --device cpu", env);
   ASSERT_EQ(info.exit_code, 0) << info.output;
   Outcome run = Ebb("run " + kModels + "/waifu2x_scale2x -i " + kFixtures + "astronaut_96.png -o " +
