@@ -2,9 +2,11 @@
 # (scripts/setup.sh is idempotent and quick once done).
 BUILD ?= build
 JOBS  ?= $(shell nproc)
-# Tests at a time in `make test` and `make asan`: two, whatever the cores (the ones that hold a bound on
-# wall time run alone: RUN_SERIAL in tests/CMakeLists.txt).
-TEST_JOBS ?= 2
+# Tests at a time in `make test` and `make asan`: one. TEST_JOBS=2 takes ~40 % off the test time, but
+# beside another test four tests failed in four CI runs (the memory bounds of java_leak_test, grpc_test and
+# blender_failures; a failed request in cli_test's bench http): docs/testing.md. With TEST_JOBS=2 the ones
+# that hold a bound on wall time still run alone (RUN_SERIAL in tests/CMakeLists.txt).
+TEST_JOBS ?= 1
 GPU   ?= 0
 # Where `make run` listens, e.g. `make run HOST=0.0.0.0 PORT=8080 GRPC_PORT=8081`:
 # PORT is the HTTP port, GRPC_PORT the gRPC port (0 turns gRPC off), both on HOST.
