@@ -313,8 +313,6 @@ TEST_F(CliTest, TransportBenchesCompareAnImageSizedRequestWithARawExchange) {
   }
 }
 
-// A model with ONNX external data (issue 18): the conv model of about 1 MB of weights written by the
-// tests' model tool in one file and with weights.bin beside model.onnx.
 TEST_F(CliTest, OnnxRuntimesTelemetryStaysOffUnlessTheUserSetsItsVariable) {
   // Without ebb's opt-out, ORT 1.29's first environment writes a device id and an event database under
   // $HOME/.cache/Microsoft/DeveloperTools/.onnxruntime and starts an uploader thread (measured with a
@@ -332,6 +330,8 @@ TEST_F(CliTest, OnnxRuntimesTelemetryStaysOffUnlessTheUserSetsItsVariable) {
   EXPECT_FALSE(std::filesystem::exists(home + "/.cache/Microsoft")) << "ONNX Runtime's telemetry wrote its files";
 }
 
+// A model with ONNX external data (issue 18): the conv model of about 1 MB of weights written by the
+// tests' model tool in one file and with weights.bin beside model.onnx.
 TEST_F(CliTest, InfoAndRunTakeAModelWithExternalData) {
   const std::string tool = std::string(EBB_SOURCE_DIR) + "/tools/make_test_models.py";
   ASSERT_EQ(std::system(("/usr/bin/python3 " + tool + " --conv-mb 1 --external-mb 1 --out " + dir_.string() +
