@@ -170,9 +170,15 @@ inline bool TokenToDouble(const Token& t, double* out) {
   return t.kind == Token::Kind::kNumber && NumberToDouble(t, out);
 }
 
+// Floating decoders also take a number already read (FromDouble): the scanner's fast path for
+// plain decimals hands them the value without a Token.
 struct Float64Decoder {
   using Element = double;
   static bool Decode(const Token& t, double* out) { return TokenToDouble(t, out); }
+  static bool FromDouble(double d, double* out) {
+    *out = d;
+    return true;
+  }
   static std::string Requirement() { return "a number or null"; }
 };
 
@@ -180,8 +186,11 @@ struct Float32Decoder {
   using Element = float;
   static bool Decode(const Token& t, float* out) {
     double d = 0;
+    return TokenToDouble(t, &d) && FromDouble(d, out);
+  }
+  static bool FromDouble(double d, float* out) {
     // Magnitudes from the midpoint between FLT_MAX and 2^128 upwards round to infinity.
-    if (!TokenToDouble(t, &d) || std::fabs(d) >= 0x1.ffffffp127) return false;
+    if (std::fabs(d) >= 0x1.ffffffp127) return false;
     *out = static_cast<float>(d);
     return true;
   }
@@ -189,22 +198,28 @@ struct Float32Decoder {
 };
 
 template <const SmallFloatFormat& kFormat>
-bool DecodeSmallFloat(const Token& t, uint16_t* out) {
-  double d = 0;
-  if (!TokenToDouble(t, &d)) return false;
+bool SmallFloatFromDouble(double d, uint16_t* out) {
   *out = ToSmallFloat(d, kFormat);
   return std::isnan(d) || (*out & 0x7fff) != InfinityBits(kFormat);
+}
+
+template <const SmallFloatFormat& kFormat>
+bool DecodeSmallFloat(const Token& t, uint16_t* out) {
+  double d = 0;
+  return TokenToDouble(t, &d) && SmallFloatFromDouble<kFormat>(d, out);
 }
 
 struct HalfDecoder {
   using Element = uint16_t;
   static bool Decode(const Token& t, uint16_t* out) { return DecodeSmallFloat<kHalf>(t, out); }
+  static bool FromDouble(double d, uint16_t* out) { return SmallFloatFromDouble<kHalf>(d, out); }
   static std::string Requirement() { return "a number within FP16 range (|x| <= 65504) or null"; }
 };
 
 struct BrainDecoder {
   using Element = uint16_t;
   static bool Decode(const Token& t, uint16_t* out) { return DecodeSmallFloat<kBrain>(t, out); }
+  static bool FromDouble(double d, uint16_t* out) { return SmallFloatFromDouble<kBrain>(d, out); }
   static std::string Requirement() { return "a number within BF16 range or null"; }
 };
 
@@ -317,6 +332,16 @@ struct FixedSink {
     ++count;
     return true;
   }
+
+  // Whether the scanner may hand over plain decimals as values (floating datatypes).
+  static constexpr bool kTakesDoubles = requires(Element* e) { Decoder::FromDouble(0.0, e); };
+  bool PutDouble(double d)
+    requires kTakesDoubles
+  {
+    if (count < capacity && !Decoder::FromDouble(d, &out[count])) return false;
+    ++count;
+    return true;
+  }
 };
 
 // BYTES elements appended to one serialisation.
@@ -379,6 +404,7 @@ class Scanner {
     error_ = SyntaxError(what);
     return false;
   }
+  bool PlainDecimal(double* value);
   bool Number(Token* t);
   bool String(Token* t);
   bool SkipObject();
@@ -393,12 +419,52 @@ class Scanner {
   size_t body_offset_;
 };
 
-// -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, read by FromCharsDouble (this is the hot loop): it
-// finds the end and the value at once. What it accepts beyond JSON's grammar ("-inf", "01", "1.",
-// "1.e5") is refused by looking at the integer part first; it stops before an exponent without
-// digits, which then fails as a missing ','.
+// The hot loop's fast path: a plain decimal -?(0|[1-9][0-9]*)(.[0-9]+)? not followed by an exponent,
+// of at most 19 digits whose digits, read as one integer M, are at most 2^53. With k fraction digits
+// (k <= 19 < 22) it is M / 10^k: two exact doubles, so one IEEE division is the correctly rounded
+// value (Clinger's fast path), bit for bit what std::from_chars reads. The digits are checked and
+// summed in one pass. Anything else (exponents, long digit strings, and every malformed number)
+// returns false with nothing read, for Number.
+bool Scanner::PlainDecimal(double* value) {
+  static constexpr double kPow10[] = {1e0, 1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,
+                                      1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19};
+  const bool negative = *p_ == '-';
+  const char* q = p_ + negative;
+  if (q >= end_ || !IsDigit(*q)) return false;
+  uint64_t digits = 0;  // the digits as one integer (wraps past 19 digits; then unused)
+  const char* first_digit = q;
+  if (*q == '0') {
+    ++q;
+  } else {
+    for (; q < end_ && IsDigit(*q); ++q) digits = digits * 10 + static_cast<unsigned>(*q - '0');
+  }
+  const char* point = q;
+  if (q < end_ && *q == '.') {
+    for (++q; q < end_ && IsDigit(*q); ++q) digits = digits * 10 + static_cast<unsigned>(*q - '0');
+    if (q == point + 1) return false;  // "1." is Number's to refuse
+  }
+  const auto fraction = q - point - (q != point);
+  const auto count = (point - first_digit) + fraction;
+  if (q < end_ && (*q == 'e' || *q == 'E' || IsDigit(*q))) return false;  // an exponent; "01"
+  if (count > 19 || digits > (uint64_t{1} << 53)) return false;
+  const double magnitude = static_cast<double>(digits) / kPow10[fraction];
+  *value = negative ? -magnitude : magnitude;
+  p_ = q;
+  return true;
+}
+
+// -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?: PlainDecimal, else FromCharsDouble, which finds the
+// end and the value at once. What it accepts beyond JSON's grammar ("-inf", "01", "1.", "1.e5") is
+// refused by looking at the integer part first; it stops before an exponent without digits, which
+// then fails as a missing ','.
 bool Scanner::Number(Token* t) {
   const char* const start = p_;
+  t->kind = Token::Kind::kNumber;
+  if (PlainDecimal(&t->value)) {
+    t->value_ok = true;
+    t->text = std::string_view(start, static_cast<size_t>(p_ - start));
+    return true;
+  }
   const char* q = start + (*start == '-');
   if (q >= end_ || !IsDigit(*q)) return Fail("a number needs digits");
   if (*q == '0') {
@@ -412,7 +478,6 @@ bool Scanner::Number(Token* t) {
   }
   const auto [ptr, ec] = FromCharsDouble(start, end_, t->value);
   p_ = ptr;
-  t->kind = Token::Kind::kNumber;
   t->text = std::string_view(start, static_cast<size_t>(ptr - start));
   t->value_ok = ec == std::errc();
   return true;
@@ -514,6 +579,19 @@ Status Scanner::Scan(Sink& sink, bool objects_are_elements, size_t* close) {
       continue;
     }
     const char* start = p_;
+    if constexpr (requires { Sink::kTakesDoubles; }) {
+      if constexpr (Sink::kTakesDoubles) {
+        double value = 0;
+        if ((c == '-' || IsDigit(c)) && PlainDecimal(&value)) [[likely]] {
+          if (!sink.PutDouble(value)) {
+            bad_ = start;
+            return InvalidArgument("bad element");  // the caller words the message
+          }
+          want_element = just_opened = false;
+          continue;
+        }
+      }
+    }
     Token token;
     if (!Element(&token, objects_are_elements)) return error_;
     // An object that was not stepped over cannot be scanned past: it is a bad element for every

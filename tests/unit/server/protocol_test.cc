@@ -315,6 +315,44 @@ TEST(ParseJson, FastNumbersReadExactlyAsFromChars) {
   }
 }
 
+// The data array's own number reader (a fast path for plain decimals, FromCharsDouble for the rest)
+// must give std::from_chars' value bits for every JSON number: plain decimals either side of the
+// fast path's limits (19 digits, 2^53, 22 fraction digits), exponents, negative zeros.
+TEST(ParseJson, DataArrayNumbersReadExactlyAsFromChars) {
+  std::vector<std::string> texts = {"0", "-0", "-0.0", "0.0", "1", "-1", "0.1", "0.30000000000000004",
+                                    "9007199254740992", "9007199254740993", "-9007199254740993",
+                                    "900719925474099.3", "0.9007199254740993", "1234567890123456789",
+                                    "12345678901234567890", "0.0000000000000000000001", "0.00000000000000000000001",
+                                    "1.0000000000000000000001", "4.9e-324", "1e22", "1e23", "1.5E+3", "2e-5",
+                                    "1.7976931348623157e308", "123456789012345678901234", "0.5000000000000000000000"};
+  std::mt19937_64 rng(3838);
+  char buffer[64];
+  for (int i = 0; i < 100000; ++i) {
+    const uint32_t bits = static_cast<uint32_t>(rng()) & 0x7f7fffffu;  // finite floats, either sign
+    const auto f = std::bit_cast<float>(bits ^ (static_cast<uint32_t>(rng() & 1) << 31));
+    texts.emplace_back(buffer, std::to_chars(buffer, buffer + sizeof buffer, f).ptr);
+    const double d = std::uniform_real_distribution<double>(-1000, 1000)(rng) * std::pow(10.0, rng() % 12 - 6.0);
+    const int digits = static_cast<int>(rng() % 24);
+    texts.emplace_back(buffer, static_cast<size_t>(std::snprintf(buffer, sizeof buffer, "%.*f", digits, d)));
+    texts.push_back(std::to_string(rng() >> (rng() % 64)));
+  }
+  std::string array = "[";
+  for (const std::string& t : texts) array += (array.size() > 1 ? "," : "") + t;
+  array += "]";
+  const ebb::server::DataSpec spec{"input \"x\"", DataType::kFloat64, Shape{static_cast<int64_t>(texts.size())},
+                                   static_cast<int64_t>(texts.size()), 0};
+  size_t end = 0;
+  Result<Tensor> decoded = ebb::server::DecodeJsonData(array, spec, &end);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_EQ(end, array.size() - 1);
+  const auto* values = reinterpret_cast<const double*>(decoded->data());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    double expected = 0;
+    std::from_chars(texts[i].data(), texts[i].data() + texts[i].size(), expected);
+    ASSERT_EQ(std::bit_cast<uint64_t>(values[i]), std::bit_cast<uint64_t>(expected)) << texts[i];
+  }
+}
+
 TEST(ParseJson, SixteenBitFloatsRoundToNearestEven) {
   Result<RestInferRequest> r = ParseJson(R"({"inputs": [
     {"name": "h", "shape": [9], "datatype": "FP16",
@@ -661,6 +699,46 @@ TEST(JsonResponse, NoBinaryMeansNoHeaderLengthAndOptionalFieldsOmitted) {
   EXPECT_FALSE(j.contains("model_version"));
   EXPECT_FALSE(j.contains("id"));
   EXPECT_EQ(j["outputs"][0], json::parse(R"({"name":"y","shape":[1,1],"datatype":"FP64","data":[2.5]})"));
+}
+
+// FP32 outputs are written as std::to_chars writes the float (shortest digits, the shorter of fixed
+// and scientific), or as the double when a double reader would not get the float back: the same
+// characters as before the writer was our own (Dragonbox's digits), for every kind of float.
+TEST(JsonResponse, Float32ElementsAreWhatToCharsWrites) {
+  std::vector<float> values = {1e-45f, 1.17549435e-38f, 3.4028235e38f, 7.038531e-26f, 123456792.f, 16777216.f,
+                               1e-5f, 1e-4f, 0.001f, 1e5f, 1e6f, 1e14f, 1e15f, 1e16f, 0.1f, 1.5f, 10.f, 100.f,
+                               9999999.f, 12345678.f, -0.3f, 1e38f, 2.5e-7f, 0.5f};
+  std::mt19937 rng(3801);
+  for (int i = 0; i < 200000; ++i) values.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng())));
+  for (int i = -45; i <= 38; ++i) values.push_back(std::pow(10.0f, static_cast<float>(i)));
+  for (uint32_t i = 1; i < 100000; i += 7) values.push_back(static_cast<float>(i) * 1024.f);
+  std::vector<NamedTensor> outputs;
+  outputs.push_back({"y", Make<float>(DataType::kFloat32, {static_cast<int64_t>(values.size())}, values)});
+  const EncodedResponse response = Encode("m", "", std::move(outputs));
+  const size_t open = response.body.find("\"data\":[");
+  ASSERT_NE(open, std::string::npos);
+  std::string_view data(response.body);
+  data = data.substr(open + 8, data.find(']', open) - open - 8);
+  char buffer[64];
+  for (const float v : values) {
+    std::string expected;
+    if (!std::isfinite(v)) {
+      expected = "null";
+    } else if (v == 0) {
+      expected = std::signbit(v) ? "-0.0" : "0";
+    } else {
+      expected.assign(buffer, std::to_chars(buffer, buffer + sizeof buffer, v).ptr);
+      double read = 0;
+      std::from_chars(expected.data(), expected.data() + expected.size(), read);
+      if (static_cast<float>(read) != v) {
+        expected.assign(buffer, std::to_chars(buffer, buffer + sizeof buffer, static_cast<double>(v)).ptr);
+      }
+    }
+    const size_t comma = data.find(',');
+    ASSERT_EQ(data.substr(0, comma), expected) << std::bit_cast<uint32_t>(v);
+    data = comma == std::string_view::npos ? std::string_view() : data.substr(comma + 1);
+  }
+  EXPECT_TRUE(data.empty());
 }
 
 TEST(EncodeError, EscapesAndReplacesInvalidUtf8) {
