@@ -52,6 +52,7 @@ macro(ebb_windows_server_deps)
   set_target_properties(CLI11::CLI11 PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${EBB_MINGW_HEADERS}")
   set(EBB_RAPIDJSON_INCLUDE_DIR "${EBB_MINGW_HEADERS}")
   set(EBB_FAST_FLOAT_INCLUDE_DIR "${EBB_MINGW_HEADERS}")
+  set(EBB_FMT_INCLUDE_DIR "${EBB_MINGW_HEADERS}")
 endmacro()
 
 # ONNX Runtime's DLLs beside the programs of the build folder (Windows looks for a DLL beside the .exe).

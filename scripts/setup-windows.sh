@@ -54,7 +54,7 @@ fi
 # --- Header-only libraries, each by itself
 HDR=$DEPS/headers
 mkdir -p "$HDR"
-for h in nlohmann CLI boost rapidjson fast_float xxhash.h; do
+for h in nlohmann CLI boost rapidjson fast_float fmt xxhash.h; do
   [ -e "/usr/include/$h" ] || die "/usr/include/$h is missing (scripts/setup.sh installs it)"
   [ -e "$HDR/$h" ] || ln -s "/usr/include/$h" "$HDR/$h"
 done

@@ -72,7 +72,7 @@ APT_PACKAGES=(
     libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
     libcpp-httplib-dev prometheus-cpp-dev libssl-dev libpng-dev libjpeg-dev libboost1.81-dev zlib1g-dev
     python3 python3-onnx python3-numpy curl prometheus wrk libxxhash-dev
-    rapidjson-dev libfast-float-dev clang-14 libfuzzer-14-dev
+    rapidjson-dev libfast-float-dev libfmt-dev clang-14 libfuzzer-14-dev
     python3-dev python3-pytest python3-venv python3-pip python3-setuptools python3-wheel
     libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc python3-grpcio
     python3-yaml

@@ -6,9 +6,16 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
+// fmt header-only, for its Dragonbox (shortest decimal digits of a float) alone; nothing else of
+// fmt is used. fmt::detail is fmt's own namespace, not its documented API: Debian 12's fmt 9.1 is
+// the version built against, and a test compares the writer below with std::to_chars.
+#define FMT_HEADER_ONLY
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "json_data.h"
@@ -57,12 +64,88 @@ char* WriteFloating(char* p, F value) {
   return std::to_chars(p, p + kMaxElementChars, value).ptr;
 }
 
+// The n digits of `value` (< 10^n, n <= 10) at p[0..n), most significant first, two at a time.
+void WriteDigits(char* p, uint32_t value, int n) {
+  static constexpr char kPairs[] =
+      "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354"
+      "555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
+  for (; n >= 2; n -= 2, value /= 100) std::memcpy(p + n - 2, kPairs + 2 * (value % 100), 2);
+  if (n == 1) p[0] = static_cast<char>('0' + value);
+}
+
+int DigitCount(uint32_t value) {
+  static constexpr uint32_t kPowers[] = {10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000};
+  int n = 1;
+  while (n < 10 && value >= kPowers[n - 1]) ++n;
+  return n;
+}
+
+// std::to_chars(p, end, value) for a finite, non-zero float, in the same characters: the shortest
+// digits that read back as `value` (Dragonbox, from fmt), written in the shorter of fixed and
+// scientific form (fixed on a tie), an integral fixed form with its exact digits. Returns the end;
+// *reads_back is true where a double-precision reader, rounding its double to float, is known to get
+// `value` back (false: not known; WriteFloat32 reads the text to find out).
+char* WriteShortestFloat32(char* p, float value, bool* reads_back) {
+  static constexpr double kPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                      1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+  const float magnitude = std::fabs(value);
+  const auto decimal = fmt::detail::dragonbox::to_decimal(magnitude);  // magnitude = digits x 10^e
+  const uint32_t digits = decimal.significand;
+  const int e = decimal.exponent;
+  const int n = DigitCount(digits);
+  if (value < 0) *p++ = '-';
+  const int scientific_length = n + (n > 1) + 4;  // d[.ddd]e+XX: a float's exponent has two digits
+  const int fixed_length = e >= 0 ? n + e : (n + e > 0 ? n + 1 : 2 - e);
+  if (fixed_length <= scientific_length && e >= 0) {
+    // An integer below 10^14: its exact digits (123456792, not 123456790), which every reader reads exactly.
+    *reads_back = true;
+    return std::to_chars(p, p + 16, static_cast<uint64_t>(magnitude)).ptr;
+  }
+  // Digits x 10^e as one IEEE operation on two exact doubles (Clinger): what a double reader gets.
+  if (e >= -22 && e <= 22) {
+    const double read = e < 0 ? digits / kPow10[-e] : digits * kPow10[e];
+    *reads_back = static_cast<float>(read) == magnitude;
+  } else {
+    *reads_back = false;  // unknown: the caller reads the text back
+  }
+  if (fixed_length <= scientific_length) {
+    if (n + e > 0) {  // ddd.ddd
+      WriteDigits(p, digits, n);
+      std::memmove(p + n + e + 1, p + n + e, static_cast<size_t>(-e));
+      p[n + e] = '.';
+      return p + n + 1;
+    }
+    p[0] = '0';  // 0.000ddd
+    p[1] = '.';
+    std::memset(p + 2, '0', static_cast<size_t>(-e - n));
+    WriteDigits(p + 2 - e - n, digits, n);
+    return p + 2 - e;
+  }
+  WriteDigits(p + (n > 1), digits, n);  // d.ddde+XX
+  if (n > 1) {
+    p[0] = p[1];
+    p[1] = '.';
+  }
+  p += n + (n > 1);
+  const int exponent = e + n - 1;
+  *p++ = 'e';
+  *p++ = exponent < 0 ? '-' : '+';
+  WriteDigits(p, static_cast<uint32_t>(std::abs(exponent)), 2);
+  return p + 2;
+}
+
 // Shortest form that a double-precision JSON parser (ours, Python's, ...) reads back as exactly
 // `value`. The shortest float form almost always is; where rounding it first to double and then to
 // float lands elsewhere (e.g. 7.038531e-26), the exact double form is written instead.
 char* WriteFloat32(char* p, float value) {
+  if (value == 0 && !std::signbit(value)) {
+    *p = '0';
+    return p + 1;
+  }
   if (!std::isfinite(value) || value == 0) return WriteFloating(p, value);
-  char* end = std::to_chars(p, p + kMaxElementChars, value).ptr;
+  bool reads_back = false;
+  char* end = WriteShortestFloat32(p, value, &reads_back);
+  if (reads_back) [[likely]] return end;
   double parsed = 0;
   FromCharsDouble(p, end, parsed);
   if (static_cast<float>(parsed) != value) end = std::to_chars(p, p + kMaxElementChars, static_cast<double>(value)).ptr;
