@@ -353,8 +353,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     keep_alive_ = framer_->keep_alive() && !t_.stopping;
     head_request_ = framer_->method() == "HEAD";
     http10_ = framer_->version() == 10;
+    const HttpRequest head{framer_->method(), framer_->target(), {}, {}};
+    route_ = RestApi::Find(head);  // once: Handle and IsQuick read it too
     if (AnsweredInline(*framer_)) return Send(Prepare(Handle()));
-    const RestApi::Kind kind = t_.api.KindOf(HttpRequest{framer_->method(), framer_->target(), {}, {}});
+    const RestApi::Kind kind = RestApi::KindOf(head, route_);
     if (kind == RestApi::Kind::kInference && !t_.TakeInference()) return Send(Prepare(t_.api.Busy()));
     // Given back once the reply is made, on whichever thread makes it.
     std::shared_ptr<void> handed_off;
@@ -397,7 +399,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (t_.options.quick_run_us == 0) return false;
     if (!t_.Lone(this) || framer_->body().size() > kQuickBodyBytes) return false;
     HttpRequest request{framer_->method(), framer_->target(), {}, framer_->body()};
-    return t_.api.RunsAtOnce(request, std::chrono::microseconds(t_.options.quick_run_us));
+    return t_.api.RunsAtOnce(request, route_, std::chrono::microseconds(t_.options.quick_run_us));
   }
 
   // While a request is handled the strand does not read; the socket turning readable then means
@@ -429,7 +431,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     for (const auto& [name, value] : framer_->headers()) request.headers.emplace_back(name, value);
     HttpReply reply;
     try {
-      reply = t_.api.Handle(request);
+      reply = t_.api.Handle(request, route_);
     } catch (const std::exception& e) {
       reply = ErrorReply(500, std::string("internal error (") + e.what() + ")");
     }
@@ -640,6 +642,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Phase phase_ = Phase::kIdle;
   boost::beast::flat_buffer buffer_;        // received, not yet framed
   std::unique_ptr<RequestFramer> framer_;  // the request being read or handled
+  RestApi::Route route_;                   // where it goes (found in Dispatch)
   bool keep_alive_ = true;
   bool head_request_ = false;
   bool http10_ = false;

@@ -68,29 +68,8 @@ Result<std::vector<std::string>> SplitPath(std::string_view target) {
   return segments;
 }
 
-enum class Endpoint {
-  kNone,
-  kLive,
-  kReady,
-  kServerMetadata,
-  kMetrics,
-  kModelMetadata,
-  kModelReady,
-  kModelConfig,
-  kModelStats,
-  kAllStats,
-  kInfer,
-  kIndex,
-  kLoad,
-  kUnload,
-};
-
-struct Route {
-  Endpoint endpoint = Endpoint::kNone;
-  std::string_view method;  // the one method the endpoint answers
-  std::string model;
-  std::string version;  // "" = not given
-};
+using Endpoint = RestApi::Endpoint;
+using Route = RestApi::Route;
 
 // /v2/models/{m}[/versions/{v}][/ready|/config|/stats|/infer]
 Route MatchModel(const std::vector<std::string>& s) {
@@ -253,28 +232,30 @@ HttpReply ReplyFor(const Status& status) {
   return ErrorReply(code, status.message());
 }
 
-RestApi::Kind RestApi::KindOf(const HttpRequest& request) const {
+RestApi::Route RestApi::Find(const HttpRequest& request) {
   Result<std::vector<std::string>> segments = SplitPath(request.target);
-  if (!segments.ok()) return Kind::kControl;
-  const Route route = Match(*segments);
-  if (request.method != route.method) return Kind::kControl;  // 404, 405
+  if (!segments.ok()) {
+    Route route;
+    route.error = segments.status();
+    return route;
+  }
+  return Match(*segments);
+}
+
+RestApi::Kind RestApi::KindOf(const HttpRequest& request, const Route& route) {
+  if (request.method != route.method) return Kind::kControl;  // 404, 405, a malformed target
   if (route.endpoint == Endpoint::kInfer) return Kind::kInference;
   if (route.endpoint == Endpoint::kLoad || route.endpoint == Endpoint::kUnload) return Kind::kRepository;
   return Kind::kControl;
 }
 
-bool RestApi::RunsAtOnce(const HttpRequest& request, std::chrono::nanoseconds limit) {
-  if (request.method != "POST") return false;
-  Result<std::vector<std::string>> segments = SplitPath(request.target);
-  if (!segments.ok()) return false;
-  const Route route = Match(*segments);
-  return route.endpoint == Endpoint::kInfer && service_.RunsAtOnce(route.model, route.version, limit);
+bool RestApi::RunsAtOnce(const HttpRequest& request, const Route& route, std::chrono::nanoseconds limit) {
+  return request.method == "POST" && route.endpoint == Endpoint::kInfer &&
+         service_.RunsAtOnce(route.model, route.version, limit);
 }
 
-HttpReply RestApi::Handle(const HttpRequest& request) {
-  Result<std::vector<std::string>> segments = SplitPath(request.target);
-  if (!segments.ok()) return ReplyFor(segments.status());
-  const Route route = Match(*segments);
+HttpReply RestApi::Handle(const HttpRequest& request, const Route& route) {
+  if (!route.error.ok()) return ReplyFor(route.error);
   auto shown = [&] { return std::string(request.method) + " " + Shown(request.target); };  // for an error only
   if (route.endpoint == Endpoint::kNone) return ErrorReply(404, "no such endpoint: " + shown());
   const bool head = request.method == "HEAD" && route.method == "GET";

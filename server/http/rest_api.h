@@ -78,21 +78,51 @@ class RestApi {
   // REQUIRES: `service` outlives the API.
   explicit RestApi(InferenceService& service) : service_(service) {}
 
-  HttpReply Handle(const HttpRequest& request);
+  // Where a request goes, found from its method and target alone: its path split and
+  // percent-decoded once, then matched against the endpoints. A transport finds it once and hands
+  // it to KindOf, RunsAtOnce and Handle.
+  enum class Endpoint {
+    kNone,  // no such endpoint, or a malformed target (`error`)
+    kLive,
+    kReady,
+    kServerMetadata,
+    kMetrics,
+    kModelMetadata,
+    kModelReady,
+    kModelConfig,
+    kModelStats,
+    kAllStats,
+    kInfer,
+    kIndex,
+    kLoad,
+    kUnload,
+  };
+  struct Route {
+    Endpoint endpoint = Endpoint::kNone;
+    std::string_view method;  // the one method the endpoint answers
+    std::string model;
+    std::string version;  // "" = not given
+    Status error;         // a target that is not a path, or its malformed percent-encoding
+  };
+  static Route Find(const HttpRequest& request);
+
+  // REQUIRES: `route` is Find(request).
+  HttpReply Handle(const HttpRequest& request, const Route& route);
+  HttpReply Handle(const HttpRequest& request) { return Handle(request, Find(request)); }
 
   // What a request is to a transport that hands requests to threads: an inference (at most
   // InferencesAtOnce() handed off at once; more get Busy() at once), a repository change (load
   // and unload: as long as a model's load), or control (health, server and model metadata,
   // configuration, statistics, metrics, the repository index, and whatever gets an error reply:
-  // quick, and never to wait behind inferences). Reads the method and target only.
+  // quick, and never to wait behind inferences).
   enum class Kind { kInference, kRepository, kControl };
-  Kind KindOf(const HttpRequest& request) const;
+  static Kind KindOf(const HttpRequest& request, const Route& route);
   size_t InferencesAtOnce() const { return service_.InferencesAtOnce(); }
   // 503 {"error": "server busy: ..."}: the core's answer when its queue is full.
   HttpReply Busy() const { return ReplyFor(service_.Busy()); }
-  // Whether `request` is an inference that would start at once and take less than `limit`
+  // Whether the request is an inference that would start at once and take less than `limit`
   // (InferenceService::RunsAtOnce), for a transport that would then run it where it was framed.
-  bool RunsAtOnce(const HttpRequest& request, std::chrono::nanoseconds limit);
+  bool RunsAtOnce(const HttpRequest& request, const Route& route, std::chrono::nanoseconds limit);
 
  private:
   HttpReply Infer(const std::string& model, const std::string& version, const HttpRequest& request);
