@@ -157,25 +157,23 @@ char* WriteInteger(char* p, T value) {
   return std::to_chars(p, p + kMaxElementChars, value).ptr;
 }
 
-// The elements as a JSON array, written in place: blocks of up to 256 elements are written into
-// room made at the string's end for their longest form, then the string is cut to what they took
-// (a block's room, not the whole array's, is the most ever reserved beyond the text).
+// The elements as a JSON array: blocks of up to 256 elements are written into a buffer on the
+// stack, room for their longest forms, and appended as long as they came out (the string grows
+// by what the text takes, never by the room, and no room is zero-filled).
 template <typename T, typename Write>
 void AppendValues(std::string* out, const Tensor& tensor, Write write) {
   constexpr size_t kBlock = 256;
+  char block[kBlock * (kMaxElementChars + 1)];
   const auto* values = reinterpret_cast<const T*>(tensor.data());
   const size_t count = tensor.byte_size() / sizeof(T);
   *out += '[';
   for (size_t i = 0; i < count;) {
-    const size_t n = std::min(kBlock, count - i);
-    const size_t at = out->size();
-    out->resize(at + n * (kMaxElementChars + 1));
-    char* p = out->data() + at;
-    for (const size_t stop = i + n; i < stop; ++i) {
+    char* p = block;
+    for (const size_t stop = i + std::min(kBlock, count - i); i < stop; ++i) {
       if (i > 0) *p++ = ',';
       p = write(p, values[i]);
     }
-    out->resize(static_cast<size_t>(p - out->data()));
+    out->append(block, static_cast<size_t>(p - block));
   }
   *out += ']';
 }
