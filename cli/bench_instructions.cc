@@ -221,7 +221,11 @@ int BenchInstructions(const BenchOptions& options) {
     return Fail(NotFound("no tiny model under --models " + options.common.models_dir));
   }
   std::error_code ec;
-  const fs::path dir = fs::temp_directory_path() / ("ebb_bench_instructions_" + std::to_string(port::ProcessId()));
+  // EBB_BENCH_PROFILE_DIR keeps the two profiles there (for callgrind_annotate); else a temporary folder.
+  const std::string keep = port::GetEnv("EBB_BENCH_PROFILE_DIR");
+  const fs::path dir = !keep.empty() ? fs::path(keep)
+                                     : fs::temp_directory_path() /
+                                           ("ebb_bench_instructions_" + std::to_string(port::ProcessId()));
   fs::create_directories(dir, ec);
   if (ec) return Fail(Internal("cannot create " + dir.string() + ": " + ec.message()));
   const std::string body = TinyJsonBody();
@@ -236,7 +240,7 @@ int BenchInstructions(const BenchOptions& options) {
       all.ok() ? Count("in_run", {"--collect-atstart=no", std::string("--toggle-collect=") + kRunFunction}, options,
                        dir, policy_file, body, n)
                : Result<Counted>(all.status());
-  fs::remove_all(dir, ec);
+  if (keep.empty()) fs::remove_all(dir, ec);
   if (!in_run.ok()) return not_measured(all.ok() ? in_run.status() : all.status());
   const Profile& profile = all->profile;
   if (profile.run <= 0) return not_measured(Internal(std::string("the profile has no call of ") + kRunFunction));
