@@ -123,6 +123,7 @@
 // shared_ptr too).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -407,6 +408,9 @@ class ModelPool {
   // meanwhile get what is left, and a run alone waits for holds to go as for runs in flight. Taken
   // at once, whatever is left: the memory is already there. Without admission, an empty hold.
   MemoryHold HoldMemory(const std::string& device, int64_t bytes);
+  // Whether any MemoryHold is out, on any device: a lock-free read, for a caller deciding whether a
+  // run could start without waiting (a run alone waits for every hold to go).
+  bool HoldingMemory() const { return holds_out_.load(std::memory_order_acquire) > 0; }
 
   // Memory the caller holds for a model outside what the pool measures (a
   // server's per-model state, say), added to its charge from now on, so that
@@ -572,6 +576,7 @@ class ModelPool {
   const PoolOptions options_;
   const EventFn on_event_;
   mutable std::mutex mu_;
+  std::atomic<int64_t> holds_out_{0};  // MemoryHolds alive (HoldingMemory); changed under mu_
   std::condition_variable changed_;                  // a load ended or a lease came back
   std::map<std::string, std::unique_ptr<Entry>> entries_;  // guarded by mu_
   int in_flight_ = 0;                                // leases out, all models; guarded by mu_

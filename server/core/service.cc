@@ -141,6 +141,10 @@ bool InferenceService::RunsAtOnce(const std::string& model, const std::string& v
     std::lock_guard<std::mutex> lock(idle_mu_);
     if (in_flight_ != 0) return false;  // another inference or a load: a worker or memory may be waited for
   }
+  // A reply still on its way out holds its outputs' memory (InferResponse::memory), which a run
+  // alone, or one that needs it, waits for; and the thread this one would run on (an HTTP event
+  // loop) may be the one that has to finish sending that reply and let it go.
+  if (repository_->pool().HoldingMemory()) return false;
   Result<std::string> resolved = repository_->ResolveVersion(model, version);
   if (!resolved.ok()) return false;
   {

@@ -385,6 +385,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
       // The reply leaves from here when the socket takes it at once (the usual case), one thread
       // hop sooner: while a request is handled the strand does not touch the socket.
       self->SendNow(reply);
+      // All of it went: the outputs its tail viewed (and the memory their reply holds in the pool)
+      // go here, not when the strand gets to OnWritten. A request run on the event loop may be
+      // waiting for that memory, and the strand may be waiting for that event loop.
+      if (reply.sent == reply.size()) reply.tail_owner.reset();
       asio::post(self->executor(), [self, reply = std::move(reply)]() mutable { self->Send(std::move(reply)); });
     });
     // Armed after the hand-off, so that the worker starts while this thread asks the event loop

@@ -169,6 +169,7 @@ MemoryHold ModelPool::HoldMemory(const std::string& device, int64_t bytes) {
   Line& line = LineOf(device);
   line.held += bytes;
   ++line.holds;
+  holds_out_.fetch_add(1, std::memory_order_release);
   return MemoryHold(this, device, bytes);
 }
 
@@ -178,6 +179,7 @@ void ModelPool::ReleaseHold(const MemoryHold& hold) {
     Line& line = LineOf(hold.device_);
     line.held -= hold.bytes_;
     --line.holds;
+    holds_out_.fetch_sub(1, std::memory_order_release);
   }
   changed_.notify_all();  // a run waiting for memory may go now
 }
