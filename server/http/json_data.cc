@@ -5,6 +5,7 @@
 // of them (`ebb bench json`). The rest of the request is read by RapidJSON (protocol_decode.cc).
 #include "json_data.h"
 
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -404,6 +405,7 @@ class Scanner {
     error_ = SyntaxError(what);
     return false;
   }
+  const char* Digits(const char* q, uint64_t* digits) const;
   bool PlainDecimal(double* value);
   bool Number(Token* t);
   bool String(Token* t);
@@ -419,12 +421,39 @@ class Scanner {
   size_t body_offset_;
 };
 
+// The digits that start at q, summed into *digits (wrapping past 19 digits: the caller then does
+// not use it); returns their end. Eight bytes at a time where eight can be read: fast_float's SWAR
+// helpers test and convert a chunk, and the same test's mask counts the digits that lead a chunk
+// that is not all digits (those are converted as the chunk's last ones, '0's shifted in before them).
+const char* Scanner::Digits(const char* q, uint64_t* digits) const {
+  static constexpr uint64_t kPow10[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000};
+  while (end_ - q >= 8) {
+    const uint64_t chunk = fast_float::read_u64(q);  // as if little-endian: q[0] is the low byte
+    const uint64_t others = ((chunk + 0x4646464646464646) | (chunk - 0x3030303030303030)) & 0x8080808080808080;
+    if (others == 0) {
+      *digits = *digits * 100000000 + fast_float::parse_eight_digits_unrolled(chunk);
+      q += 8;
+      continue;
+    }
+    const int n = std::countr_zero(others) / 8;  // a borrow or carry only runs past the first other byte
+    if (n > 0) {
+      const int shift = 8 * (8 - n);
+      *digits = *digits * kPow10[n] +
+                fast_float::parse_eight_digits_unrolled(chunk << shift | 0x3030303030303030 >> (64 - shift));
+    }
+    return q + n;
+  }
+  for (; q < end_ && IsDigit(*q); ++q) *digits = *digits * 10 + static_cast<unsigned>(*q - '0');
+  return q;
+}
+
 // The hot loop's fast path: a plain decimal -?(0|[1-9][0-9]*)(.[0-9]+)? not followed by an exponent,
-// of at most 19 digits whose digits, read as one integer M, are at most 2^53. With k fraction digits
-// (k <= 19 < 22) it is M / 10^k: two exact doubles, so one IEEE division is the correctly rounded
-// value (Clinger's fast path), bit for bit what std::from_chars reads. The digits are checked and
-// summed in one pass. Anything else (exponents, long digit strings, and every malformed number)
-// returns false with nothing read, for Number.
+// of at most 19 digits, read as one integer M with k fraction digits. The digits are checked and
+// summed in one pass (Digits). M <= 2^53 (k <= 19 < 22): M / 10^k is one IEEE division of two exact
+// doubles, the correctly rounded value (Clinger's fast path). A larger M goes to fast_float's own
+// next step with M and -k. Either way the value is bit for bit what std::from_chars (and fast_float
+// from the text) reads, in the default rounding mode. Anything else (exponents, more than 19 digits,
+// and every malformed number) returns false with nothing read, for Number.
 bool Scanner::PlainDecimal(double* value) {
   static constexpr double kPow10[] = {1e0, 1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,
                                       1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19};
@@ -433,22 +462,28 @@ bool Scanner::PlainDecimal(double* value) {
   if (q >= end_ || !IsDigit(*q)) return false;
   uint64_t digits = 0;  // the digits as one integer (wraps past 19 digits; then unused)
   const char* first_digit = q;
-  if (*q == '0') {
-    ++q;
-  } else {
-    for (; q < end_ && IsDigit(*q); ++q) digits = digits * 10 + static_cast<unsigned>(*q - '0');
-  }
+  q = *q == '0' ? q + 1 : Digits(q, &digits);
   const char* point = q;
   if (q < end_ && *q == '.') {
-    for (++q; q < end_ && IsDigit(*q); ++q) digits = digits * 10 + static_cast<unsigned>(*q - '0');
+    q = Digits(q + 1, &digits);
     if (q == point + 1) return false;  // "1." is Number's to refuse
   }
   const auto fraction = q - point - (q != point);
   const auto count = (point - first_digit) + fraction;
   if (q < end_ && (*q == 'e' || *q == 'E' || IsDigit(*q))) return false;  // an exponent; "01"
-  if (count > 19 || digits > (uint64_t{1} << 53)) return false;
-  const double magnitude = static_cast<double>(digits) / kPow10[fraction];
-  *value = negative ? -magnitude : magnitude;
+  if (count > 19) return false;
+  if (digits <= (uint64_t{1} << 53)) [[likely]] {
+    const double magnitude = static_cast<double>(digits) / kPow10[fraction];
+    *value = negative ? -magnitude : magnitude;
+  } else {
+    // More digits than a double holds exactly (a double's shortest form has up to 17): what
+    // fast_float does next with the same digits and exponent, its Eisel-Lemire step, unless that
+    // asks for the long way round (rare), which fast_float takes from the start.
+    const fast_float::adjusted_mantissa am =
+        fast_float::compute_float<fast_float::binary_format<double>>(-fraction, digits);
+    if (am.power2 < 0) return false;
+    fast_float::to_float(negative, am, *value);
+  }
   p_ = q;
   return true;
 }

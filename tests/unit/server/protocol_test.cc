@@ -317,7 +317,7 @@ TEST(ParseJson, FastNumbersReadExactlyAsFromChars) {
 
 // The data array's own number reader (a fast path for plain decimals, FromCharsDouble for the rest)
 // must give std::from_chars' value bits for every JSON number: plain decimals either side of the
-// fast path's limits (19 digits, 2^53, 22 fraction digits), exponents, negative zeros.
+// fast path's limits (19 digits, 2^53), doubles' 17-digit forms, exponents, negative zeros.
 TEST(ParseJson, DataArrayNumbersReadExactlyAsFromChars) {
   std::vector<std::string> texts = {"0", "-0", "-0.0", "0.0", "1", "-1", "0.1", "0.30000000000000004",
                                     "9007199254740992", "9007199254740993", "-9007199254740993",
@@ -335,6 +335,11 @@ TEST(ParseJson, DataArrayNumbersReadExactlyAsFromChars) {
     const int digits = static_cast<int>(rng() % 24);
     texts.emplace_back(buffer, static_cast<size_t>(std::snprintf(buffer, sizeof buffer, "%.*f", digits, d)));
     texts.push_back(std::to_string(rng() >> (rng() % 64)));
+    // Doubles' shortest forms (up to 17 digits: beyond 2^53, fast_float's Eisel-Lemire step).
+    texts.emplace_back(buffer, std::to_chars(buffer, buffer + sizeof buffer,
+                                             std::uniform_real_distribution<double>(-1, 1)(rng)).ptr);
+    texts.emplace_back(buffer, std::to_chars(buffer, buffer + sizeof buffer,
+                                             std::bit_cast<double>(rng() & 0x7fefffffffffffffu)).ptr);
   }
   std::string array = "[";
   for (const std::string& t : texts) array += (array.size() > 1 ? "," : "") + t;
