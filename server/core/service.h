@@ -168,9 +168,10 @@ class InferenceService {
   // Whether an inference of this model version would start at once and end within `limit`, by
   // what is known now: no other inference or load is in flight and no reply holds its outputs'
   // memory (so no worker, memory or load to wait for), the version is loaded, and its last
-  // successful request took less than `limit` in Infer. A hint, for a front end that would rather run such a request on the thread that
-  // received it than hand it to another (server/http: the event loop); the next request may
-  // still take longer (larger inputs). False for a version never answered. Cheap; any thread.
+  // successful request took less than `limit` in Infer. A hint, for a front end that would rather
+  // run such a request on the thread that received it than hand it to another (server/http: the
+  // event loop); the next request may still take longer (larger inputs). False for a version never
+  // answered. Cheap; any thread.
   bool RunsAtOnce(const std::string& model, const std::string& version, std::chrono::nanoseconds limit);
   Result<InferResponse> Infer(const std::string& model, const Decoder& decode) { return Infer(model, "", decode); }
   // How many inferences may be in the server at once: running (--workers) plus waiting (--queue).

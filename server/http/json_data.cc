@@ -455,8 +455,6 @@ const char* Scanner::Digits(const char* q, uint64_t* digits) const {
 // from the text) reads, in the default rounding mode. Anything else (exponents, more than 19 digits,
 // and every malformed number) returns false with nothing read, for Number.
 bool Scanner::PlainDecimal(double* value) {
-  static constexpr double kPow10[] = {1e0, 1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,
-                                      1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19};
   const bool negative = *p_ == '-';
   const char* q = p_ + negative;
   if (q >= end_ || !IsDigit(*q)) return false;
@@ -473,7 +471,8 @@ bool Scanner::PlainDecimal(double* value) {
   if (q < end_ && (*q == 'e' || *q == 'E' || IsDigit(*q))) return false;  // an exponent; "01"
   if (count > 19) return false;
   if (digits <= (uint64_t{1} << 53)) [[likely]] {
-    const double magnitude = static_cast<double>(digits) / kPow10[fraction];
+    const double magnitude =
+        static_cast<double>(digits) / fast_float::binary_format<double>::exact_power_of_ten(fraction);
     *value = negative ? -magnitude : magnitude;
   } else {
     // More digits than a double holds exactly (a double's shortest form has up to 17): what
@@ -614,17 +613,15 @@ Status Scanner::Scan(Sink& sink, bool objects_are_elements, size_t* close) {
       continue;
     }
     const char* start = p_;
-    if constexpr (requires { Sink::kTakesDoubles; }) {
-      if constexpr (Sink::kTakesDoubles) {
-        double value = 0;
-        if ((c == '-' || IsDigit(c)) && PlainDecimal(&value)) [[likely]] {
-          if (!sink.PutDouble(value)) {
-            bad_ = start;
-            return InvalidArgument("bad element");  // the caller words the message
-          }
-          want_element = just_opened = false;
-          continue;
+    if constexpr (requires { requires Sink::kTakesDoubles; }) {
+      double value = 0;
+      if ((c == '-' || IsDigit(c)) && PlainDecimal(&value)) [[likely]] {
+        if (!sink.PutDouble(value)) {
+          bad_ = start;
+          return InvalidArgument("bad element");  // the caller words the message
         }
+        want_element = just_opened = false;
+        continue;
       }
     }
     Token token;

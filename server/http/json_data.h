@@ -10,10 +10,10 @@
 // row-major order; only the total element count is checked against the shape. Elements are JSON
 // numbers, true, false, null, strings or objects; which of them a datatype accepts, and how they
 // convert, is decided by that datatype's element decoder (json_data.cc, "Element decoders": one
-// entry per datatype, the one place to add a datatype). Numbers read as std::from_chars reads them (correctly
-// rounded): a plain decimal of up to 19 digits by one exact division as its digits are checked
-// (Clinger's fast path, json_data.cc), anything else by FromCharsDouble (fast_float), so conversions
-// are exact as stated in server/http/protocol.h.
+// entry per datatype, the one place to add a datatype). Numbers read as std::from_chars reads
+// them (correctly rounded): a plain decimal of up to 19 digits converted as its digits are checked,
+// by the steps fast_float takes (json_data.cc, PlainDecimal), anything else by FromCharsDouble
+// (fast_float), so conversions are exact as stated in server/http/protocol.h.
 //
 // Errors are kInvalidArgument Statuses naming the input (`label`): a bad element quotes at most 40
 // characters of its text (copied, never re-serialised); JSON syntax errors inside the array give

@@ -86,8 +86,6 @@ int DigitCount(uint32_t value) {
 // *reads_back is true where a double-precision reader, rounding its double to float, is known to get
 // `value` back (false: not known; WriteFloat32 reads the text to find out).
 char* WriteShortestFloat32(char* p, float value, bool* reads_back) {
-  static constexpr double kPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
-                                      1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
   const float magnitude = std::fabs(value);
   const auto decimal = fmt::detail::dragonbox::to_decimal(magnitude);  // magnitude = digits x 10^e
   const uint32_t digits = decimal.significand;
@@ -103,7 +101,8 @@ char* WriteShortestFloat32(char* p, float value, bool* reads_back) {
   }
   // Digits x 10^e as one IEEE operation on two exact doubles (Clinger): what a double reader gets.
   if (e >= -22 && e <= 22) {
-    const double read = e < 0 ? digits / kPow10[-e] : digits * kPow10[e];
+    const double power = fast_float::binary_format<double>::exact_power_of_ten(std::abs(e));  // 10^|e|, exact
+    const double read = e < 0 ? digits / power : digits * power;
     *reads_back = static_cast<float>(read) == magnitude;
   } else {
     *reads_back = false;  // unknown: the caller reads the text back
