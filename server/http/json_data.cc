@@ -405,8 +405,8 @@ class Scanner {
     error_ = SyntaxError(what);
     return false;
   }
-  const char* Digits(const char* q, uint64_t* digits) const;
-  bool PlainDecimal(double* value);
+  [[gnu::always_inline]] inline const char* Digits(const char* q, uint64_t* digits) const;
+  [[gnu::always_inline]] inline bool PlainDecimal(double* value);
   bool Number(Token* t);
   bool String(Token* t);
   bool SkipObject();
@@ -616,11 +616,21 @@ Status Scanner::Scan(Sink& sink, bool objects_are_elements, size_t* close) {
     if constexpr (requires { requires Sink::kTakesDoubles; }) {
       double value = 0;
       if ((c == '-' || IsDigit(c)) && PlainDecimal(&value)) [[likely]] {
-        if (!sink.PutDouble(value)) {
-          bad_ = start;
-          return InvalidArgument("bad element");  // the caller words the message
-        }
+        // The usual form, plain decimals joined by bare commas, is read in this inner loop; at
+        // anything else (a space, ']', a number PlainDecimal leaves) the loop above takes over.
         want_element = just_opened = false;
+        while (true) {
+          if (!sink.PutDouble(value)) {
+            bad_ = start;
+            return InvalidArgument("bad element");  // the caller words the message
+          }
+          if (end_ - p_ < 2 || p_[0] != ',' || !(p_[1] == '-' || IsDigit(p_[1]))) break;
+          start = ++p_;  // past the ','
+          if (!PlainDecimal(&value)) {
+            want_element = true;
+            break;
+          }
+        }
         continue;
       }
     }
