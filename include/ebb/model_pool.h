@@ -97,7 +97,8 @@
 //
 // With admission off, a model's charge also holds the largest transient peak
 // its operations were seen to need (measured as above, on its first 8 calls
-// and then one in 16), once, whatever runs at the same time.
+// and then one in 16, or fewer, down to one in 256, while measurements find
+// nothing new), once, whatever runs at the same time.
 //
 // keep_alive (per model, per request): unload after that much idle time;
 // 0 unloads right after the request; negative never unloads. It is applied
@@ -317,6 +318,7 @@ class Lease {
     std::optional<int64_t> keep_alive_ms;
     bool lifecycle = false;           // held by Load(), not by a request: keep-alive does not apply
     uint64_t measure_generation = 0;  // non-zero: this lease measures its model's transient peak
+    bool scheduled_measurement = false;  // its call was due a measurement (not only a new size)
     int64_t rss_at_start = 0;
     // Admission by memory (a run lease):
     std::string device;               // where its reservation is ("" = none)

@@ -275,9 +275,12 @@ int64_t ModelPool::SharedArenaKeptBytes() const {
 }
 
 void ModelPool::StartMeasuringLocked(Entry& e, Lease& lease) {
-  // Measuring costs a few reads of /proc (~40 us here): the first calls of a model are measured,
-  // then one call in 16, so charges keep up as it runs; and a run of a size not measured yet.
-  const bool scheduled = e.calls < 8 || e.calls % 16 == 0;
+  // Measuring costs a few reads of /proc and of the arena's statistics (~40 us here): the first
+  // calls of a model are measured, then one call in 16, so charges keep up as it runs (one in up
+  // to 256 while measurements find nothing new: FinishMeasuringLocked); and a run of a size not
+  // measured yet.
+  lease.r_.scheduled_measurement = e.calls < kMeasuredFirstCalls || e.calls % e.measure_every == 0;
+  const bool scheduled = lease.r_.scheduled_measurement;
   const bool new_size = lease.r_.run_elements >= 0 && (lease.r_.alone || !e.need.Measured(lease.r_.run_elements));
   // Alone in the process: this call's peaks are its model's own. With others out, or a model
   // loading, nothing is measured (their peaks cannot be told apart).
@@ -355,6 +358,14 @@ void ModelPool::FinishMeasuringLocked(Entry& e, const Lease& lease) {
   e.transient_bytes = std::max(e.transient_bytes, peak);
   if (lease.r_.run_elements < 0) return;
   ++e.measured_runs;
+  // A scheduled measurement that finds the need recorded for its size (or less) measures the
+  // next one further off; one that finds more, or a size not measured yet, brings them back.
+  if (lease.r_.scheduled_measurement && e.calls >= kMeasuredFirstCalls) {
+    const std::optional<int64_t> known =
+        e.need.Measured(lease.r_.run_elements) ? e.need.Predict(lease.r_.run_elements) : std::nullopt;
+    const bool steady = known && peak <= *known + *known / 8 + kMeasureSteadySlackBytes;
+    e.measure_every = steady ? std::min(e.measure_every * 2, kMeasureEveryMost) : kMeasureEvery;
+  }
   if (!by_arena) NoteValueDependenceLocked(e, e.need, lease, peak);
   // Over regions the shared arena kept (the idle release), the reading is a lower bound: it may
   // raise the prediction, never set one below it.

@@ -1025,6 +1025,21 @@ TEST_F(AdmissionTest, AModelsFirstRunRunsAloneToBeMeasured) {
   EXPECT_FALSE(Cpu().alone);
 }
 
+// After a model's first 8 calls one in 16 is measured; while those find nothing beyond the need
+// recorded, the next comes twice as far off (one in 256 at most). 600 calls of one size: 8 + 6
+// measured (calls 16, 32, 64, 128, 256, 512) where one in 16 throughout measured 8 + 37.
+TEST_F(AdmissionTest, ScheduledMeasurementsBackOffWhileTheyFindNothingNew) {
+  Start(1024 * kMiB);
+  for (int call = 0; call < 600; ++call) {
+    auto lease = Hold(64);
+    ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+    ASSERT_TRUE(lease->session()->Run(ImageInput(64, 64)).ok());
+  }
+  const ModelStatus s = *pool_->StatusOf("m");
+  EXPECT_GE(s.measured_runs, 9) << "the first 8 calls and the 16th at least";
+  EXPECT_LE(s.measured_runs, 24) << "one in 16 throughout would be 45";
+}
+
 // When idle models' charges are what keeps a run out, they are evicted (least recently used
 // first); runs in flight are waited for instead.
 TEST(AdmissionBudgetTest, IdleModelsAreEvictedToMakeRoomForARunsReservation) {
