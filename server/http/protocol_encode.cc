@@ -3,6 +3,7 @@
 #include "protocol.h"
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -73,11 +74,12 @@ void WriteDigits(char* p, uint32_t value, int n) {
   if (n == 1) p[0] = static_cast<char>('0' + value);
 }
 
+// The decimal digits of value >= 1: floor(log10(2^bits)) by 1233/4096 (log10 2), one less where
+// value is below that power of ten.
 int DigitCount(uint32_t value) {
-  static constexpr uint32_t kPowers[] = {10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000};
-  int n = 1;
-  while (n < 10 && value >= kPowers[n - 1]) ++n;
-  return n;
+  static constexpr uint32_t kPowers[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000};
+  const int guess = (std::bit_width(value) * 1233) >> 12;
+  return guess + 1 - (value < kPowers[guess]);
 }
 
 // std::to_chars(p, end, value) for a finite, non-zero float, in the same characters: the shortest
@@ -108,15 +110,17 @@ char* WriteShortestFloat32(char* p, float value, bool* reads_back) {
     *reads_back = false;  // unknown: the caller reads the text back
   }
   if (fixed_length <= scientific_length) {
-    if (n + e > 0) {  // ddd.ddd
-      WriteDigits(p, digits, n);
-      std::memmove(p + n + e + 1, p + n + e, static_cast<size_t>(-e));
+    if (n + e > 0) {  // ddd.ddd: the integer part's digits, '.', the fraction's
+      static constexpr uint32_t kPowers[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+      const uint32_t scale = kPowers[-e];  // -e < n <= 9
+      WriteDigits(p, digits / scale, n + e);
       p[n + e] = '.';
+      WriteDigits(p + n + e + 1, digits % scale, -e);
       return p + n + 1;
     }
-    p[0] = '0';  // 0.000ddd
-    p[1] = '.';
-    std::memset(p + 2, '0', static_cast<size_t>(-e - n));
+    // 0.000ddd: at most 11 zeros after the point (this form is the shorter one), so 16 are written
+    // (each element has kMaxElementChars of room) and the digits overwrite the last of them.
+    std::memcpy(p, "0.0000000000000000", 18);
     WriteDigits(p + 2 - e - n, digits, n);
     return p + 2 - e;
   }
@@ -136,11 +140,7 @@ char* WriteShortestFloat32(char* p, float value, bool* reads_back) {
 // Shortest form that a double-precision JSON parser (ours, Python's, ...) reads back as exactly
 // `value`. The shortest float form almost always is; where rounding it first to double and then to
 // float lands elsewhere (e.g. 7.038531e-26), the exact double form is written instead.
-char* WriteFloat32(char* p, float value) {
-  if (value == 0 && !std::signbit(value)) {
-    *p = '0';
-    return p + 1;
-  }
+[[gnu::noinline]] char* WriteNonZeroFloat32(char* p, float value) {
   if (!std::isfinite(value) || value == 0) return WriteFloating(p, value);
   bool reads_back = false;
   char* end = WriteShortestFloat32(p, value, &reads_back);
@@ -149,6 +149,15 @@ char* WriteFloat32(char* p, float value) {
   FromCharsDouble(p, end, parsed);
   if (static_cast<float>(parsed) != value) end = std::to_chars(p, p + kMaxElementChars, static_cast<double>(value)).ptr;
   return end;
+}
+
+// +0 is written here, where the element loop inlines it (many outputs are mostly zeros: ReLU).
+inline char* WriteFloat32(char* p, float value) {
+  if (value == 0 && !std::signbit(value)) {
+    *p = '0';
+    return p + 1;
+  }
+  return WriteNonZeroFloat32(p, value);
 }
 
 template <typename T>
@@ -198,7 +207,7 @@ void AppendJsonData(std::string* out, const Tensor& t) {
     case DataType::kBFloat16:
       return AppendValues<uint16_t>(
           out, t, [](char* p, uint16_t v) { return WriteFloat32(p, static_cast<float>(BrainToDouble(v))); });
-    case DataType::kFloat32: return AppendValues<float>(out, t, WriteFloat32);
+    case DataType::kFloat32: return AppendValues<float>(out, t, [](char* p, float v) { return WriteFloat32(p, v); });
     case DataType::kFloat64: return AppendValues<double>(out, t, WriteFloating<double>);
     case DataType::kBytes: {
       // JSON strings; bytes that are not UTF-8 become U+FFFD (binary data keeps them).

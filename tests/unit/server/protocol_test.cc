@@ -717,6 +717,10 @@ TEST(JsonResponse, Float32ElementsAreWhatToCharsWrites) {
   for (int i = 0; i < 200000; ++i) values.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng())));
   for (int i = -45; i <= 38; ++i) values.push_back(std::pow(10.0f, static_cast<float>(i)));
   for (uint32_t i = 1; i < 100000; i += 7) values.push_back(static_cast<float>(i) * 1024.f);
+  // Fixed forms (0.000ddd, ddd.ddd): every bit pattern from 1e-6 to 1e8 in steps, and i/64 (tiny's outputs).
+  const uint32_t small = std::bit_cast<uint32_t>(1e-6f), large = std::bit_cast<uint32_t>(1e8f);
+  for (uint32_t bits = small; bits < large; bits += 9973) values.push_back(std::bit_cast<float>(bits));
+  for (int i = -256; i <= 256; ++i) values.push_back(static_cast<float>(i) / 64);
   std::vector<NamedTensor> outputs;
   outputs.push_back({"y", Make<float>(DataType::kFloat32, {static_cast<int64_t>(values.size())}, values)});
   const EncodedResponse response = Encode("m", "", std::move(outputs));
