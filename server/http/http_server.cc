@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -14,6 +15,7 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/container/small_vector.hpp>
 #include <boost/beast/http/status.hpp>
 #include <chrono>
 #include <mutex>
@@ -109,11 +111,30 @@ bool Compress(std::string& body, bool gzip) {
 // and a few fields), so that a reply goes out in one gathered write with its body.
 std::string FormatHead(const HttpReply& reply, size_t content_length, std::string_view connection) {
   const auto reason = boost::beast::http::obsolete_reason(static_cast<boost::beast::http::status>(reply.status));
-  std::string head = "HTTP/1.1 " + std::to_string(reply.status) + " ";
+  size_t size = 128 + reason.size() + reply.content_type.size() + connection.size();
+  for (const auto& [name, value] : reply.headers) size += name.size() + value.size() + 4;
+  std::string head;
+  head.reserve(size);  // one allocation
+  char number[24];
+  const auto append_number = [&](auto n) { head.append(number, std::to_chars(number, number + sizeof number, n).ptr); };
+  head += "HTTP/1.1 ";
+  append_number(reply.status);
+  head += ' ';
   head.append(reason.data(), reason.size());
-  head += "\r\nContent-Type: " + reply.content_type + "\r\nContent-Length: " + std::to_string(content_length);
-  for (const auto& [name, value] : reply.headers) head += "\r\n" + name + ": " + value;
-  if (!connection.empty()) head += "\r\nConnection: " + std::string(connection);
+  head += "\r\nContent-Type: ";
+  head += reply.content_type;
+  head += "\r\nContent-Length: ";
+  append_number(content_length);
+  for (const auto& [name, value] : reply.headers) {
+    head += "\r\n";
+    head += name;
+    head += ": ";
+    head += value;
+  }
+  if (!connection.empty()) {
+    head += "\r\nConnection: ";
+    head += connection;
+  }
   head += "\r\n\r\n";
   return head;
 }
@@ -458,10 +479,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     size_t sent = 0;
     bool failed = false;
 
+    // A reply's pieces: head, body and (as a rule) one binary output or none, on the stack.
+    using PieceList = boost::container::small_vector<std::string_view, 4>;
+
     // The pieces in order (computed on each call: moving the strings moves their bytes).
-    std::vector<std::string_view> Pieces() const {
-      std::vector<std::string_view> pieces;
-      pieces.reserve(2 + tail.size());
+    PieceList Pieces() const {
+      PieceList pieces;
       pieces.emplace_back(head);
       if (!body.empty()) pieces.emplace_back(body);
       for (std::string_view piece : tail) pieces.push_back(piece);
@@ -473,8 +496,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return size;
     }
     // The pieces not yet sent, the first one cut where it was left.
-    std::vector<std::string_view> Unsent() const {
-      std::vector<std::string_view> unsent;
+    PieceList Unsent() const {
+      PieceList unsent;
       size_t skip = sent;
       for (std::string_view piece : Pieces()) {
         if (skip >= piece.size()) {
@@ -507,7 +530,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const auto socket = static_cast<intptr_t>(socket_.native_handle());
     const size_t total = out.size();
     while (out.sent < total) {
-      const std::vector<std::string_view> unsent = out.Unsent();
+      const Outgoing::PieceList unsent = out.Unsent();
       const std::string_view second = unsent.size() > 1 ? unsent[1] : std::string_view();
       const int64_t n = port::SendWithoutWaiting(socket, unsent[0].data(), unsent[0].size(), second.data(), second.size());
       if (n <= 0) {
@@ -527,7 +550,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     phase_ = Phase::kWriting;
     if (reply_.sent == reply_.size()) return OnWritten({});
     SetDeadline(Clock::now() + std::chrono::seconds(t_.options.write_timeout_s));
-    std::vector<asio::const_buffer> buffers;
+    boost::container::small_vector<asio::const_buffer, 4> buffers;
     for (std::string_view piece : reply_.Unsent()) buffers.emplace_back(piece.data(), piece.size());
     asio::async_write(socket_, std::move(buffers),
                       [self = shared_from_this()](const error_code& ec, size_t) { self->OnWritten(ec); });
