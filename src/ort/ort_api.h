@@ -5,6 +5,8 @@
 // runtime/ can hold a context and a session state without reaching ORT.
 #pragma once
 
+#include <memory_resource>
+
 #include <onnxruntime_cxx_api.h>
 #include <onnxruntime_run_options_config_keys.h>
 #include <onnxruntime_session_options_config_keys.h>
@@ -63,11 +65,40 @@ std::optional<DataType> FromOnnxType(ONNXTensorElementDataType type);
 ONNXTensorElementDataType ToOnnxType(DataType type);
 GraphOptimizationLevel ToOrtLevel(GraphOptimization level);
 
-// A run's inputs in model order, checked against what the model declares.
+// A few of something per run (inputs, outputs, arenas), from a memory resource that Session::Run
+// keeps on its stack (RunMemory), so that a run of a small model allocates for its tensors alone.
+template <typename T>
+using PerRun = std::pmr::vector<T>;
+
+// Room on the stack for a run's lists; beyond it, the heap.
+class RunMemory {
+ public:
+  RunMemory() = default;
+  RunMemory(const RunMemory&) = delete;
+  RunMemory& operator=(const RunMemory&) = delete;
+  std::pmr::memory_resource* get() { return &resource_; }
+
+ private:
+  alignas(std::max_align_t) std::byte room_[2048];
+  std::pmr::monotonic_buffer_resource resource_{room_, sizeof(room_)};
+};
+
+// A run's inputs in model order, checked against what the model declares. `tensors` are the
+// caller's: they outlive the PreparedInputs.
 struct PreparedInputs {
-  std::vector<const char*> names;
-  std::vector<Ort::Value> values;
-  std::vector<Shape> shapes;
+  explicit PreparedInputs(std::pmr::memory_resource* memory = std::pmr::get_default_resource())
+      : names(memory), values(memory), tensors(memory) {}
+  PerRun<const char*> names;
+  PerRun<Ort::Value> values;
+  PerRun<const Tensor*> tensors;
+
+  // Their shapes (the output shape cache's key), made when asked.
+  std::vector<Shape> Shapes() const {
+    std::vector<Shape> shapes;
+    shapes.reserve(tensors.size());
+    for (const Tensor* t : tensors) shapes.push_back(t->shape());
+    return shapes;
+  }
 };
 
 // `model` is the caller's name for the model (Session::name()) in every message.

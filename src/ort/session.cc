@@ -114,6 +114,9 @@ Status PrepareInputs(const SessionState& s, const std::string& model, const std:
                              Names(s.inputs) + ")");
     }
   }
+  out->names.reserve(s.inputs.size());
+  out->values.reserve(s.inputs.size());
+  out->tensors.reserve(s.inputs.size());
   for (const TensorInfo& info : s.inputs) {
     const NamedTensor* match = nullptr;
     for (const NamedTensor& t : given) {
@@ -139,7 +142,7 @@ Status PrepareInputs(const SessionState& s, const std::string& model, const std:
     } else {
       out->values.push_back(WrapTensor(t));
     }
-    out->shapes.push_back(t.shape());
+    out->tensors.push_back(&t);
   }
   return Status::Ok();
 }
@@ -147,7 +150,8 @@ Status PrepareInputs(const SessionState& s, const std::string& model, const std:
 namespace {
 
 Status SelectOutputs(const SessionState& s, const std::string& model, const std::vector<std::string>& wanted,
-                     std::vector<size_t>* index) {
+                     PerRun<size_t>* index) {
+  index->reserve(wanted.empty() ? s.outputs.size() : wanted.size());
   if (wanted.empty()) {
     for (size_t i = 0; i < s.outputs.size(); ++i) index->push_back(i);
     return Status::Ok();
@@ -181,14 +185,12 @@ IdleReleaser* IdleReleaserFor(const SessionState& s) {
 }
 
 // Output shapes for these inputs when they are known before running: the
-// model declares them fully, or a run with the same input shapes saw them.
-bool KnownOutputShapes(SessionState& s, const std::vector<Shape>& input_shapes, std::vector<Shape>* all) {
-  if (s.has_bytes_outputs) return false;  // ORT keeps strings itself: they are always copied out
-  if (s.static_output_shapes) {
-    for (const TensorInfo& o : s.outputs) all->push_back(o.shape);
-    return true;
-  }
-  return s.shape_cache_usable && s.shape_cache.Find(input_shapes, all);
+// model declares them fully, or a run with the same input shapes saw them
+// (copied into `*cached`). Null when not known.
+const std::vector<Shape>* KnownOutputShapes(SessionState& s, const PreparedInputs& in, std::vector<Shape>* cached) {
+  if (s.has_bytes_outputs) return nullptr;  // ORT keeps strings itself: they are always copied out
+  if (s.static_output_shapes) return &s.output_shapes;
+  return s.shape_cache_usable && s.shape_cache.Find(in.Shapes(), cached) ? cached : nullptr;
 }
 
 // Enters every arena the session allocates from; the run carries the release
@@ -197,12 +199,11 @@ bool KnownOutputShapes(SessionState& s, const std::vector<Shape>& input_shapes, 
 // no run is on any of them and enters each alone (a retry after running out of
 // memory beside other runs); false, with nothing entered, when that deadline
 // passed first.
-bool EnterArenas(SessionState& s, RunRecord* record, std::vector<bool>* carried_out,
-                 std::vector<ArenaGate::Entry>* entries,
+bool EnterArenas(SessionState& s, RunRecord* record, PerRun<bool>* carried_out, PerRun<ArenaGate::Entry>* entries,
                  std::optional<std::chrono::steady_clock::time_point> alone_until = std::nullopt) {
   record->release_spec.clear();
   record->release_deferred = false;
-  std::vector<bool>& carried = *carried_out;
+  PerRun<bool>& carried = *carried_out;
   carried.assign(s.gates.size(), false);
   entries->assign(s.gates.size(), {});
   for (size_t i = 0; i < s.gates.size(); ++i) {
@@ -227,7 +228,7 @@ bool EnterArenas(SessionState& s, RunRecord* record, std::vector<bool>* carried_
 // ORT's shrink list for the releases this run carries (`carried`, from EnterArenas): every carried
 // arena's entry but the device arena's, which ORT's list cannot find and which is shrunk by a call
 // after the run instead (SessionState::device_arena); `*shrink_device` says whether it was carried.
-std::string OrtShrinkSpec(const SessionState& s, const std::vector<bool>& carried, bool* shrink_device) {
+std::string OrtShrinkSpec(const SessionState& s, const PerRun<bool>& carried, bool* shrink_device) {
   std::string spec;
   *shrink_device = false;
   for (size_t i = 0; i < s.gates.size(); ++i) {
@@ -252,7 +253,7 @@ Status ShrinkDeviceArena(const SessionState& s) {
 }
 
 // Whether another run was on one of the session's arenas while this one was.
-bool Overlapped(const SessionState& s, const std::vector<ArenaGate::Entry>& entries) {
+bool Overlapped(const SessionState& s, const PerRun<ArenaGate::Entry>& entries) {
   for (size_t i = 0; i < s.gates.size(); ++i) {
     if (s.gates[i]->Overlapped(entries[i])) return true;
   }
@@ -262,7 +263,7 @@ bool Overlapped(const SessionState& s, const std::vector<ArenaGate::Entry>& entr
 // Leaves the arenas. A release still owed (deferred, or a region pinned by an
 // ORT-allocated output during the shrink) stays pending; returns whether this
 // run, the last one out, must trim the shared arena now.
-bool LeaveArenas(SessionState& s, const RunRecord& record, const std::vector<bool>& carried, bool outputs_pinned) {
+bool LeaveArenas(SessionState& s, const RunRecord& record, const PerRun<bool>& carried, bool outputs_pinned) {
   bool trim = false;
   for (size_t i = 0; i < s.gates.size(); ++i) {
     const bool still_wanted = (record.release_wanted && !carried[i]) ||
@@ -279,12 +280,16 @@ bool LeaveArenas(SessionState& s, const RunRecord& record, const std::vector<boo
 // `reuse_buffers` (a run that does not end its operation) the caller-owned tensors take their
 // bytes from Tensor::Reusable: the buffers the operation's previous outputs gave back.
 Status RunOnce(SessionState& s, const std::string& model, const PreparedInputs& in,
-               const std::vector<size_t>& out_index, const std::string& shrink_spec, const std::vector<Shape>* known,
-               bool reuse_buffers, std::vector<Tensor>* results) {
+               const PerRun<size_t>& out_index, const std::string& shrink_spec, const std::vector<Shape>* known,
+               bool reuse_buffers, PerRun<Tensor>* results) {
   results->clear();
-  std::vector<const char*> out_names;
+  std::pmr::memory_resource* const memory = results->get_allocator().resource();
+  PerRun<const char*> out_names(memory);
+  out_names.reserve(out_index.size());
   for (size_t i : out_index) out_names.push_back(s.output_names[i]);
-  std::vector<Ort::Value> values(known ? 0 : out_index.size());
+  PerRun<Ort::Value> values(known ? 0 : out_index.size(), memory);
+  values.reserve(out_index.size());
+  results->reserve(out_index.size());
   try {
     for (size_t i = 0; known && i < out_index.size(); ++i) {
       const DataType type = s.outputs[out_index[i]].type;
@@ -316,7 +321,7 @@ Status RunOnce(SessionState& s, const std::string& model, const PreparedInputs& 
     seen[out_index[k]] = t->shape();
     results->push_back(std::move(t).value());
   }
-  if (out_index.size() == s.outputs.size()) s.shape_cache.Insert(in.shapes, seen);
+  if (out_index.size() == s.outputs.size()) s.shape_cache.Insert(in.Shapes(), seen);
   return Status::Ok();
 }
 
@@ -407,17 +412,18 @@ Result<std::vector<NamedTensor>> Session::Run(const std::vector<NamedTensor>& in
     return status;
   };
 
-  detail::PreparedInputs prepared;
-  std::vector<size_t> out_index;
+  detail::RunMemory memory;  // the lists below, on the stack
+  detail::PreparedInputs prepared(memory.get());
+  detail::PerRun<size_t> out_index(memory.get());
   if (Status st = detail::PrepareInputs(s, name_, inputs, &prepared); !st.ok()) return finish(st);
   if (Status st = detail::SelectOutputs(s, name_, flags.outputs, &out_index); !st.ok()) return finish(st);
 
   // Outputs of a run that ends no operation are written into the buffers earlier ones gave back; a
   // releasing run's are not (they outlive the release, and their buffers go back to the OS).
   const bool reuse_buffers = !record.release_wanted;
-  std::vector<Tensor> results;
-  std::vector<bool> carried;
-  std::vector<detail::ArenaGate::Entry> entries;
+  detail::PerRun<Tensor> results(memory.get());
+  detail::PerRun<bool> carried(memory.get());
+  detail::PerRun<detail::ArenaGate::Entry> entries(memory.get());
   // One run on the arenas, entered as `alone_until` says (see EnterArenas); whether it ran
   // beside another run is left in `overlapped`.
   bool overlapped = false;
@@ -429,12 +435,12 @@ Result<std::vector<NamedTensor>> Session::Run(const std::vector<NamedTensor>& in
                          " and waited " + std::to_string(waited) + " ms for them to end, to run alone; retry later");
     }
     ++s.in_flight;
-    std::vector<Shape> known;
-    bool preallocate = detail::KnownOutputShapes(s, prepared.shapes, &known);
+    std::vector<Shape> cached;
+    const std::vector<Shape>* known = detail::KnownOutputShapes(s, prepared, &cached);
+    bool preallocate = known != nullptr;
     bool shrink_device = false;
     const std::string shrink_spec = detail::OrtShrinkSpec(s, carried, &shrink_device);
-    Status status = detail::RunOnce(s, name_, prepared, out_index, shrink_spec,
-                                    preallocate ? &known : nullptr, reuse_buffers, &results);
+    Status status = detail::RunOnce(s, name_, prepared, out_index, shrink_spec, known, reuse_buffers, &results);
     if (!status.ok() && preallocate && status.code() != StatusCode::kResourceExhausted) {
       // The shapes written into may be wrong: a cached one (data-dependent outputs), or one the
       // model declares (a wrong declaration, which plain ORT runs). Run once more with ORT's
@@ -479,6 +485,7 @@ Result<std::vector<NamedTensor>> Session::Run(const std::vector<NamedTensor>& in
 
   if (!status.ok()) return finish(status);
   std::vector<NamedTensor> named;
+  named.reserve(results.size());
   for (size_t k = 0; k < results.size(); ++k) named.push_back({s.outputs[out_index[k]].name, std::move(results[k])});
   (void)finish(Status::Ok());
   return named;

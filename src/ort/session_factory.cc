@@ -128,6 +128,7 @@ Status FillSignature(SessionState& s) {
   s.static_output_shapes = static_shapes;
   for (const TensorInfo& t : s.inputs) s.input_names.push_back(t.name.c_str());
   for (const TensorInfo& t : s.outputs) s.output_names.push_back(t.name.c_str());
+  for (const TensorInfo& t : s.outputs) s.output_shapes.push_back(t.shape);
   Ort::ModelMetadata metadata = s.session->GetModelMetadata();
   for (auto& key : metadata.GetCustomMetadataMapKeysAllocated(allocator)) {
     auto value = metadata.LookupCustomMetadataMapAllocated(key.get(), allocator);

@@ -71,6 +71,7 @@ struct SessionState {
   // Every output shape is fully known from the model; false once a run proved a declared shape
   // wrong (the model's declaration, not ORT's computation, was off: such a model still runs).
   std::atomic<bool> static_output_shapes{false};
+  std::vector<Shape> output_shapes;  // outputs[i].shape, in one vector (the runs' known shapes)
   bool has_bytes_outputs = false;     // an output is a string tensor (never written into caller buffers)
 
   // The arenas runs of this session allocate from, shared ones included.
