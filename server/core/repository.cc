@@ -431,16 +431,38 @@ Result<ModelHandle> ModelRepository::Acquire(const std::string& name, const std:
 
 Status ModelRepository::RunWithRecovery(const std::string& name, const std::string& version, AcquireOptions options,
                                         const RunBody& body) {
-  auto model = Register(name, /*reread=*/false);
-  if (!model.ok()) return model.status();
-  auto resolved = ResolveVersion(name, version);
-  if (!resolved.ok()) return resolved.status();
+  // A model registered already (every request's case): its config copied and its pool name made
+  // under one lock, without a copy of the whole folder; else registered (read) first.
+  ModelConfig config;
+  std::string pool_name;
+  bool found = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (const auto it = models_.find(name); it != models_.end()) {
+      const ModelFolder& model = it->second;
+      const std::vector<std::string>& versions = model.versions;
+      if (!version.empty() && std::find(versions.begin(), versions.end(), version) == versions.end()) {
+        return NotFound("model '" + name + "' has no version '" + version + "' served; versions served: " +
+                        Join(versions));
+      }
+      config = model.config;
+      pool_name = PoolName(model, version.empty() ? versions.back() : version);
+      found = true;
+    }
+  }
+  if (!found) {
+    auto model = Register(name, /*reread=*/false);
+    if (!model.ok()) return model.status();
+    auto resolved = ResolveVersion(name, version);
+    if (!resolved.ok()) return resolved.status();
+    config = model->config;
+    pool_name = PoolName(*model, *resolved);
+  }
   bool ran = false;
   options.load_on_demand = options_.load_on_demand;
-  const std::string pool_name = PoolName(*model, *resolved);
   Status st = pool_->RunWithRecovery(pool_name, options, [&](const std::shared_ptr<Session>& session) {
     ran = true;
-    return body(model->config, session);
+    return body(config, session);
   });
   if (ran || st.code() == StatusCode::kCancelled) return st;
   // A run refused or timed out while waiting for memory found its model loaded: not a load failure.
