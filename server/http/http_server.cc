@@ -140,6 +140,21 @@ std::string FormatHead(const HttpReply& reply, size_t content_length, std::strin
 }
 
 class Connection;
+struct Transport;
+
+// An inference taken from Transport::TakeInference, given back when this goes (moved with the
+// request to the thread that answers it); null: none was taken.
+class InferenceTaken {
+ public:
+  explicit InferenceTaken(Transport* t) : t_(t) {}
+  InferenceTaken(InferenceTaken&& other) noexcept : t_(std::exchange(other.t_, nullptr)) {}
+  InferenceTaken& operator=(InferenceTaken&&) = delete;
+  ~InferenceTaken() { reset(); }
+  void reset();
+
+ private:
+  Transport* t_;
+};
 
 // What every connection shares: options, the event loop, the workers, counters and budgets.
 struct Transport {
@@ -220,6 +235,10 @@ struct Transport {
   asio::thread_pool workers;  // inferences, loads and unloads
   asio::thread_pool control;  // control requests (RestApi::Kind::kControl): never behind an inference
 };
+
+void InferenceTaken::reset() {
+  if (t_) std::exchange(t_, nullptr)->GiveBackInference();
+}
 
 // One connection: reads and frames requests one at a time, runs each (inline or on a worker),
 // writes the reply, and keeps the deadlines. Everything but the request's handling runs on the
@@ -380,15 +399,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const RestApi::Kind kind = RestApi::KindOf(head, route_);
     if (kind == RestApi::Kind::kInference && !t_.TakeInference()) return Send(Prepare(t_.api.Busy()));
     // Given back once the reply is made, on whichever thread makes it.
-    std::shared_ptr<void> handed_off;
-    if (kind == RestApi::Kind::kInference) handed_off.reset(&t_, [](Transport* t) { t->GiveBackInference(); });
+    InferenceTaken handed_off(kind == RestApi::Kind::kInference ? &t_ : nullptr);
     const bool quick = kind == RestApi::Kind::kInference && IsQuick();
     if (quick || t_.TakeInlineTurn()) {
       // A quick request, or an event-loop turn (another event-loop thread serves the other
       // connections meanwhile; at most io_threads - 1 turns are out): the request runs here,
       // without the hop to a worker. The strand is busy, so the client's going away is learnt
       // by asking the socket when a wait polls `cancelled`, not by WatchForClose.
-      client_gone_.reset();
+      watch_gone_ = false;
       inline_socket_ = static_cast<intptr_t>(socket_.native_handle());
       Outgoing reply = Prepare(Handle());
       handed_off.reset();
@@ -396,7 +414,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (!quick) t_.GiveBackInlineTurn();
       return Send(std::move(reply));
     }
-    client_gone_ = std::make_shared<std::atomic<bool>>(false);
+    client_gone_.store(false);
+    watch_gone_ = true;
     const uint64_t handling = ++handling_;
     asio::thread_pool& pool = kind == RestApi::Kind::kControl ? t_.control : t_.workers;
     asio::post(pool, [self = shared_from_this(), work = asio::make_work_guard(executor()),
@@ -437,7 +456,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (ec || self->phase_ != Phase::kHandling || self->handling_ != handling) return;
       const port::PeerState peer = port::PeekPeer(static_cast<intptr_t>(self->socket_.native_handle()));
       if (peer == port::PeerState::kClosed) {
-        self->client_gone_->store(true);
+        self->client_gone_.store(true);
       } else if (peer == port::PeerState::kNothing) {
         self->WatchForClose(handling);  // woken without data
       }
@@ -449,8 +468,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     HttpRequest request{framer_->method(), framer_->target(), {}, framer_->body()};
     if (inline_socket_ >= 0) {
       request.cancelled = [socket = inline_socket_] { return port::PeekPeer(socket) == port::PeerState::kClosed; };
-    } else if (client_gone_) {
-      request.cancelled = [gone = client_gone_] { return gone->load(); };
+    } else if (watch_gone_) {
+      // The connection outlives its request's handling (the worker holds it): a pointer will do,
+      // and keeps the function small enough to be stored without an allocation.
+      request.cancelled = [gone = &client_gone_] { return gone->load(); };
     }
     request.headers.reserve(framer_->headers().size());
     for (const auto& [name, value] : framer_->headers()) request.headers.emplace_back(name, value);
@@ -681,7 +702,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   uint64_t timer_generation_ = 0;
   uint64_t handling_ = 0;                           // requests handled on a worker so far
   intptr_t inline_socket_ = -1;                     // while a request runs inline: its socket
-  std::shared_ptr<std::atomic<bool>> client_gone_;  // of the one handled now (set on the strand)
+  // The client went away while the request handled on a worker runs (WatchForClose sets it);
+  // watch_gone_: that request is watched (a request run inline asks the socket instead).
+  std::atomic<bool> client_gone_{false};
+  bool watch_gone_ = false;
 };
 
 // Raises the soft limit on open files to `needed` when it is lower.
