@@ -27,18 +27,23 @@ namespace ebb::server {
 // ---- Messages ----------------------------------------------------------------------------------
 
 std::string Quote(std::string_view s) {
+  std::string quoted;
+  AppendQuoted(&quoted, s);
+  return quoted;
+}
+
+void AppendQuoted(std::string* out, std::string_view s) {
   // Printable ASCII without '"' or '\\' (names, versions, ids, as a rule) is its own JSON text.
   const auto plain = [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; };
   if (std::all_of(s.begin(), s.end(), plain)) {
-    std::string quoted;
-    quoted.reserve(s.size() + 2);
-    quoted += '"';
-    quoted += s;
-    quoted += '"';
-    return quoted;
+    out->reserve(out->size() + s.size() + 2);
+    *out += '"';
+    *out += s;
+    *out += '"';
+    return;
   }
   using nlohmann::json;
-  return json(std::string(s)).dump(-1, ' ', false, json::error_handler_t::replace);
+  *out += json(std::string(s)).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 namespace {
@@ -216,7 +221,7 @@ void AppendJsonData(std::string* out, const Tensor& t) {
       for (std::string_view v : t.strings()) {
         if (!first) *out += ',';
         first = false;
-        *out += Quote(v);
+        AppendQuoted(out, v);
       }
       *out += ']';
       return;
@@ -226,7 +231,9 @@ void AppendJsonData(std::string* out, const Tensor& t) {
 
 // Appends one $response_output to `header`; a binary output's bytes go after the header (the caller's).
 void AppendOutput(const NamedTensor& output, bool as_binary, std::string* header) {
-  *header += "{\"name\":" + Quote(output.name) + ",\"shape\":[";
+  *header += "{\"name\":";
+  AppendQuoted(header, output.name);
+  *header += ",\"shape\":[";
   const Shape& shape = output.tensor.shape();
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i > 0) *header += ',';
@@ -258,27 +265,32 @@ EncodedResponse EncodeInferResponse(const InferResponse& response, const BinaryO
   // scatter/gather writes (a body string with them appended cost a copy of every byte and, above
   // glibc's mmap threshold, a page fault per 4 KiB).
   size_t text_bytes = 128;  // what the JSON header will take, roughly: one allocation, not a doubling series
-  std::vector<bool> as_binary(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
     const NamedTensor& output = outputs[i];
-    as_binary[i] = binary_outputs.Wants(output.name);
-    const size_t text = as_binary[i] ? 0 : 16 * static_cast<size_t>(output.tensor.element_count());
+    const size_t text = binary_outputs.Wants(output.name) ? 0 : 16 * static_cast<size_t>(output.tensor.element_count());
     text_bytes += 96 + output.name.size() + text;
   }
   EncodedResponse encoded;
   std::string& body = encoded.body;
   body.reserve(std::min<size_t>(text_bytes, size_t{64} << 20));
-  body += "{\"model_name\":" + Quote(response.model_name);
-  if (!response.model_version.empty()) body += ",\"model_version\":" + Quote(response.model_version);
-  if (!response.id.empty()) body += ",\"id\":" + Quote(response.id);
+  body += "{\"model_name\":";
+  AppendQuoted(&body, response.model_name);
+  if (!response.model_version.empty()) {
+    body += ",\"model_version\":";
+    AppendQuoted(&body, response.model_version);
+  }
+  if (!response.id.empty()) {
+    body += ",\"id\":";
+    AppendQuoted(&body, response.id);
+  }
   body += ",\"outputs\":[";
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (i > 0) body += ',';
-    AppendOutput(outputs[i], as_binary[i], &body);
+    AppendOutput(outputs[i], binary_outputs.Wants(outputs[i].name), &body);
   }
   body += "]}";
   for (size_t i = 0; i < outputs.size(); ++i) {
-    if (!as_binary[i]) continue;
+    if (!binary_outputs.Wants(outputs[i].name)) continue;
     encoded.header_length = body.size();
     const Tensor& t = outputs[i].tensor;
     if (t.byte_size() > 0) encoded.binary.emplace_back(reinterpret_cast<const char*>(t.data()), t.byte_size());

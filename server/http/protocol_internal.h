@@ -17,5 +17,7 @@ static_assert(std::endian::native == std::endian::little,
 // `s` as a JSON string literal, quotes included; bytes that are not UTF-8 become U+FFFD. For
 // response bodies and for the names and values that error messages quote.
 [[nodiscard]] std::string Quote(std::string_view s);
+// The same, appended to *out.
+void AppendQuoted(std::string* out, std::string_view s);
 
 }  // namespace ebb::server

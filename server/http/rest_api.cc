@@ -52,15 +52,17 @@ Result<std::vector<std::string>> SplitPath(std::string_view target) {
   std::vector<std::string> segments;
   segments.reserve(8);  // /v2/models/{m}/versions/{v}/infer: one allocation, not one per doubling
   segments.emplace_back();
-  for (size_t i = 0; i < path.size(); ++i) {
-    const char c = path[i];
-    if (c == '/') {
+  for (size_t i = 0; i < path.size();) {
+    const size_t special = std::min(path.find_first_of("/%", i), path.size());
+    segments.back().append(path.data() + i, special - i);  // the plain characters up to a '/' or '%'
+    i = special;
+    if (i == path.size()) break;
+    if (path[i] == '/') {
       segments.emplace_back();
-    } else if (c != '%') {
-      segments.back() += c;
+      ++i;
     } else if (i + 2 < path.size() && HexDigit(path[i + 1]) >= 0 && HexDigit(path[i + 2]) >= 0) {
       segments.back() += static_cast<char>(HexDigit(path[i + 1]) * 16 + HexDigit(path[i + 2]));
-      i += 2;
+      i += 3;
     } else {
       return InvalidArgument("the request path has a malformed percent-encoding: " + Shown(path));
     }
