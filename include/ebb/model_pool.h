@@ -561,6 +561,7 @@ class ModelPool {
   int64_t ChargeOf(const Entry& e) const;
   int64_t UsedLocked(const std::string& device) const;
   std::string DeviceOf(const Entry& e) const;
+  bool IsOn(const Entry& e, const std::string& device) const;  // DeviceOf(e) == device, without the copy
   // Evicts idle models on `device` (LRU first) until `need` more bytes fit.
   bool MakeRoomLocked(const std::string& device, int64_t need, const std::string& except,
                       std::vector<PoolEvent>* events);

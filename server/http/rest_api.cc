@@ -53,8 +53,9 @@ Result<std::vector<std::string>> SplitPath(std::string_view target) {
   segments.reserve(8);  // /v2/models/{m}/versions/{v}/infer: one allocation, not one per doubling
   segments.emplace_back();
   for (size_t i = 0; i < path.size();) {
-    const size_t special = std::min(path.find_first_of("/%", i), path.size());
-    segments.back().append(path.data() + i, special - i);  // the plain characters up to a '/' or '%'
+    size_t special = i;  // the plain characters up to a '/' or '%'
+    while (special < path.size() && path[special] != '/' && path[special] != '%') ++special;
+    segments.back().append(path.data() + i, special - i);
     i = special;
     if (i == path.size()) break;
     if (path[i] == '/') {

@@ -14,7 +14,7 @@ namespace {
 
 struct TypeInfo {
   DataType type;
-  const char* name;
+  std::string_view name;  // of a literal: also null-terminated (DataTypeName)
   size_t size;
 };
 
@@ -69,7 +69,7 @@ void Serialize(const Strings& values, std::byte* out) {
 }  // namespace
 
 size_t ElementSize(DataType type) { return Info(type).size; }
-const char* DataTypeName(DataType type) { return Info(type).name; }
+const char* DataTypeName(DataType type) { return Info(type).name.data(); }
 
 std::optional<DataType> ParseDataType(std::string_view name) {
   for (const TypeInfo& info : kTypes) {

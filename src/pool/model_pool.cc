@@ -159,6 +159,12 @@ std::string ModelPool::DeviceOf(const Entry& e) const {
   return d.kind == DeviceRequest::Kind::kCuda ? d.ToString() : "cpu";
 }
 
+bool ModelPool::IsOn(const Entry& e, const std::string& device) const {
+  if (!e.device.empty()) return e.device == device;
+  const DeviceRequest& d = e.spec.load.device;
+  return d.kind == DeviceRequest::Kind::kCuda ? d.ToString() == device : device == "cpu";
+}
+
 int64_t ModelPool::ChargeOf(const Entry& e) const {
   // Never below the file size: a loaded model holds its weights, even when its load's RSS growth
   // reads smaller (it reused heap pages that earlier loads had touched and the trim kept). With
@@ -187,7 +193,7 @@ int64_t ModelPool::budget(const std::string& device) const {
 int64_t ModelPool::UsedLocked(const std::string& device) const {
   int64_t used = 0;
   for (const auto& [name, e] : entries_) {
-    if (e->state != PoolState::kUnloaded && DeviceOf(*e) == device) used += ChargeOf(*e);
+    if (e->state != PoolState::kUnloaded && IsOn(*e, device)) used += ChargeOf(*e);
   }
   return used;
 }
@@ -214,7 +220,7 @@ bool ModelPool::MakeRoomLocked(const std::string& device, int64_t need, const st
     Entry* victim = nullptr;
     for (auto& [name, e] : entries_) {
       if (name == except || e->state != PoolState::kReady || e->in_flight > 0 || e->spec.pinned) continue;
-      if (DeviceOf(*e) != device) continue;
+      if (!IsOn(*e, device)) continue;
       if (!victim || e->last_used < victim->last_used) victim = e.get();
     }
     if (!victim) return false;
