@@ -459,16 +459,22 @@ bool Scanner::PlainDecimal(double* value) {
   const char* q = p_ + negative;
   if (q >= end_ || !IsDigit(*q)) return false;
   uint64_t digits = 0;  // the digits as one integer (wraps past 19 digits; then unused)
-  const char* first_digit = q;
-  q = *q == '0' ? q + 1 : Digits(q, &digits);
-  const char* point = q;
-  if (q < end_ && *q == '.') {
-    q = Digits(q + 1, &digits);
-    if (q == point + 1) return false;  // "1." is Number's to refuse
+  const char* const first_digit = q;
+  if (*q == '0') {
+    if (++q < end_ && IsDigit(*q)) return false;  // "01" is Number's to refuse
+  } else {
+    q = Digits(q, &digits);  // every digit: no digit follows
   }
-  const auto fraction = q - point - (q != point);
-  const auto count = (point - first_digit) + fraction;
-  if (q < end_ && (*q == 'e' || *q == 'E' || IsDigit(*q))) return false;  // an exponent; "01"
+  int64_t count = q - first_digit;
+  int64_t fraction = 0;
+  if (q < end_ && *q == '.') {
+    const char* const fraction_start = q + 1;
+    q = Digits(fraction_start, &digits);
+    fraction = q - fraction_start;
+    if (fraction == 0) return false;  // "1." is Number's to refuse
+    count += fraction;
+  }
+  if (q < end_ && (*q | 0x20) == 'e') return false;  // an exponent ('E' | 0x20 is 'e')
   if (count > 19) return false;
   if (digits <= (uint64_t{1} << 53)) [[likely]] {
     const double magnitude =
@@ -624,8 +630,8 @@ Status Scanner::Scan(Sink& sink, bool objects_are_elements, size_t* close) {
             bad_ = start;
             return InvalidArgument("bad element");  // the caller words the message
           }
-          if (end_ - p_ < 2 || p_[0] != ',' || !(p_[1] == '-' || IsDigit(p_[1]))) break;
-          start = ++p_;  // past the ','
+          if (end_ - p_ < 2 || *p_ != ',') break;
+          start = ++p_;  // past the ','; what PlainDecimal leaves (a space, a '[') the loop above reads
           if (!PlainDecimal(&value)) {
             want_element = true;
             break;
