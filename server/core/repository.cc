@@ -458,13 +458,18 @@ Status ModelRepository::RunWithRecovery(const std::string& name, const std::stri
     config = model->config;
     pool_name = PoolName(*model, *resolved);
   }
-  bool ran = false;
   options.load_on_demand = options_.load_on_demand;
-  Status st = pool_->RunWithRecovery(pool_name, options, [&](const std::shared_ptr<Session>& session) {
-    ran = true;
-    return body(config, session);
+  // Behind one reference: a std::function holds a functor of two pointers without an allocation.
+  struct Run {
+    const RunBody& body;
+    const ModelConfig& config;
+    bool ran = false;
+  } run{body, config};
+  Status st = pool_->RunWithRecovery(pool_name, options, [&run](const std::shared_ptr<Session>& session) {
+    run.ran = true;
+    return run.body(run.config, session);
   });
-  if (ran || st.code() == StatusCode::kCancelled) return st;
+  if (run.ran || st.code() == StatusCode::kCancelled) return st;
   // A run refused or timed out while waiting for memory found its model loaded: not a load failure.
   if (auto status = pool_->StatusOf(pool_name); status.ok() && status->state == PoolState::kReady) return st;
   return LoadFailure(name, st);

@@ -358,12 +358,23 @@ Result<InferResponse> InferenceService::Infer(const std::string& model, const st
   acquire.run_elements = InputElements(request->inputs);
   acquire.deadline = deadline;
   acquire.cancelled = cancelled;
-  const RunBody run_body = [&](const ModelConfig& config, const std::shared_ptr<Session>& session) {
+  // What the run's body reads and writes, behind one reference: a std::function holds a functor of
+  // two pointers without an allocation.
+  struct RunPlace {
+    const std::string& model;
+    const std::string& version;
+    const InferRequest& request;
+    Timings& t;
+    InferResponse& response;
+    bool& executed;
+  } place{model, *resolved, *request, t, response, executed};
+  const RunBody run_body = [this, &place](const ModelConfig& config, const std::shared_ptr<Session>& session) {
     const auto run = Clock::now();
-    executed = true;
-    auto result = Execute(model, *resolved, config, session, *request);
-    t.infer = NanosSince(run);
+    place.executed = true;
+    auto result = Execute(place.model, place.version, config, session, place.request);
+    place.t.infer = NanosSince(run);
     if (!result.ok()) return result.status();
+    InferResponse& response = place.response;
     response.outputs = std::move(result).value();
     // Held past the lease, while the front end encodes and sends the reply: the outputs, and
     // about as much again for the reply (binary; JSON text is larger), taken before the lease
@@ -431,14 +442,16 @@ Result<std::vector<NamedTensor>> InferenceService::Execute(const std::string& na
                                                            const InferRequest& request) {
   if (config.kind == ModelKind::kImageToImage) return ExecuteImageOperation(name, version, config, session, request);
   if (config.kind == ModelKind::kOcr) {
-    RunObserver observer = ReleaseCounter(name, version);
+    const ModelVersion counted{name, version};
+  RunObserver observer = ReleaseCounter(&counted);
     OperationOptions options;
     options.observer = &observer;
     options.ends_operation = EndsOperation(request);
     options.release = ReleaseFor(request);
     return ocr_->Execute(name, repository_->root() + "/" + name, session, request, options);
   }
-  RunObserver observer = ReleaseCounter(name, version);
+  const ModelVersion counted{name, version};
+  RunObserver observer = ReleaseCounter(&counted);
   RunFlags flags;
   flags.outputs = request.outputs;
   flags.observer = &observer;
@@ -482,7 +495,8 @@ Result<std::vector<NamedTensor>> InferenceService::ExecuteImageOperation(const s
   for (const std::string& wanted : request.outputs) {
     if (wanted != out_name) return InvalidArgument("model '" + name + "' has one output, '" + out_name + "'");
   }
-  RunObserver observer = ReleaseCounter(name, version);
+  const ModelVersion counted{name, version};
+  RunObserver observer = ReleaseCounter(&counted);
   OperationOptions options;
   options.observer = &observer;
   options.ends_operation = EndsOperation(request);
@@ -504,10 +518,10 @@ Result<std::vector<NamedTensor>> InferenceService::ExecuteImageOperation(const s
   return outputs;
 }
 
-RunObserver InferenceService::ReleaseCounter(const std::string& model, const std::string& version) {
-  return [this, model, version](const RunRecord& r) {
+RunObserver InferenceService::ReleaseCounter(const ModelVersion* counted) {
+  return [this, counted](const RunRecord& r) {
     if (r.release_spec.empty() && !r.trimmed) return;
-    CountRelease(model, version);
+    CountRelease(counted->model, counted->version);
   };
 }
 

@@ -219,7 +219,13 @@ class InferenceService {
                      const Timings& timings);
   ModelStatistics StatisticsOf(const ModelInfo& info);
   // Counts the runs of a model version that gave memory back (ebb_releases_total and its statistics).
-  RunObserver ReleaseCounter(const std::string& model, const std::string& version);
+  // A model version for ReleaseCounter; the caller keeps it while the observer lives (a pointer to
+  // it keeps the observer small enough for std::function to hold without an allocation).
+  struct ModelVersion {
+    const std::string& model;
+    const std::string& version;
+  };
+  RunObserver ReleaseCounter(const ModelVersion* counted);
   void CountRelease(const std::string& model, const std::string& version);
   // The Runtime's idle release gave back memory a model's runs used (on its timer thread).
   void CountIdleRelease(const std::string& pool_name);

@@ -328,8 +328,14 @@ HttpReply RestApi::Handle(const HttpRequest& request, const Route& route) {
 }
 
 HttpReply RestApi::Infer(const std::string& model, const std::string& version, const HttpRequest& request) {
-  BinaryOutputs binary;
-  Result<InferResponse> response = service_.Infer(model, version, [&]() -> Result<InferRequest> {
+  // What the decoder reads and leaves, behind one reference: a std::function holds a functor of two
+  // pointers without an allocation.
+  struct Decoding {
+    const HttpRequest& request;
+    BinaryOutputs binary;
+  } decoding{request, {}};
+  Result<InferResponse> response = service_.Infer(model, version, [this, &decoding]() -> Result<InferRequest> {
+    const HttpRequest& request = decoding.request;
     std::optional<size_t> json_length;
     Result<std::optional<std::string_view>> header = request.SingleHeader(kInferenceHeaderContentLength);
     if (!header.ok()) return header.status();
@@ -343,13 +349,13 @@ HttpReply RestApi::Infer(const std::string& model, const std::string& version, c
     Result<RestInferRequest> parsed = ParseInferRequest(
         request.body, json_length, {.max_input_elements = service_.options().max_input_elements, .borrow_binary = true});
     if (!parsed.ok()) return parsed.status();
-    binary = std::move(parsed->binary);
+    decoding.binary = std::move(parsed->binary);
     return std::move(parsed->request);
   }, request.cancelled);
   if (!response.ok()) return ReplyFor(response.status());
   // The reply holds the response: its binary outputs are sent from the tensors themselves.
   auto outputs = std::make_shared<const InferResponse>(std::move(response).value());
-  EncodedResponse encoded = EncodeInferResponse(*outputs, binary);
+  EncodedResponse encoded = EncodeInferResponse(*outputs, decoding.binary);
   HttpReply reply{200, std::move(encoded.body), "application/json", {}};
   if (encoded.header_length) {
     reply.content_type = "application/octet-stream";
