@@ -318,7 +318,7 @@ class Lease {
     std::optional<int64_t> keep_alive_ms;
     bool lifecycle = false;           // held by Load(), not by a request: keep-alive does not apply
     uint64_t measure_generation = 0;  // non-zero: this lease measures its model's transient peak
-    bool scheduled_measurement = false;  // its call was due a measurement (not only a new size)
+    bool scheduled_measurement = false;  // its call was due a measurement after the first ones (not a new size)
     int64_t rss_at_start = 0;
     // Admission by memory (a run lease):
     std::string device;               // where its reservation is ("" = none)

@@ -443,7 +443,7 @@ Result<std::vector<NamedTensor>> InferenceService::Execute(const std::string& na
   if (config.kind == ModelKind::kImageToImage) return ExecuteImageOperation(name, version, config, session, request);
   if (config.kind == ModelKind::kOcr) {
     const ModelVersion counted{name, version};
-  RunObserver observer = ReleaseCounter(&counted);
+    RunObserver observer = ReleaseCounter(&counted);
     OperationOptions options;
     options.observer = &observer;
     options.ends_operation = EndsOperation(request);

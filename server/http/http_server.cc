@@ -111,7 +111,7 @@ bool Compress(std::string& body, bool gzip) {
 // and a few fields), so that a reply goes out in one gathered write with its body.
 std::string FormatHead(const HttpReply& reply, size_t content_length, std::string_view connection) {
   const auto reason = boost::beast::http::obsolete_reason(static_cast<boost::beast::http::status>(reply.status));
-  size_t size = 128 + reason.size() + reply.content_type.size() + connection.size();
+  size_t size = 128 + reason.size() + std::string_view(reply.content_type).size() + connection.size();
   for (const auto& [name, value] : reply.headers) size += name.size() + value.size() + 4;
   std::string head;
   head.reserve(size);  // one allocation
@@ -395,7 +395,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     http10_ = framer_->version() == 10;
     const HttpRequest head{framer_->method(), framer_->target(), {}, {}};
     route_ = RestApi::Find(head);  // once: Handle and IsQuick read it too
-    if (AnsweredInline(*framer_)) return Send(Prepare(Handle()));
+    if (AnsweredInline(*framer_)) {
+      watch_gone_ = false;  // a health probe reads no `cancelled`; nothing of the request before stays
+      return Send(Prepare(Handle()));
+    }
     const RestApi::Kind kind = RestApi::KindOf(head, route_);
     if (kind == RestApi::Kind::kInference && !t_.TakeInference()) return Send(Prepare(t_.api.Busy()));
     // Given back once the reply is made, on whichever thread makes it.
@@ -482,7 +485,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       reply = ErrorReply(500, std::string("internal error (") + e.what() + ")");
     }
     const std::string_view coding = AcceptedCoding(request.Header("Accept-Encoding"));
-    const bool compressible = reply.content_type.starts_with("application/json") || reply.content_type.starts_with("text/");
+    const std::string_view type = reply.content_type;
+    const bool compressible = type.starts_with("application/json") || type.starts_with("text/");
     if (!coding.empty() && compressible && reply.tail.empty() && reply.body.size() >= kCompressMinBytes &&
         Compress(reply.body, coding == "gzip")) {
       reply.headers.emplace_back("Content-Encoding", coding);

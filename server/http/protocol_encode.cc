@@ -123,8 +123,9 @@ char* WriteShortestFloat32(char* p, float value, bool* reads_back) {
       WriteDigits(p + n + e + 1, digits % scale, -e);
       return p + n + 1;
     }
-    // 0.000ddd: at most 11 zeros after the point (this form is the shorter one), so 16 are written
-    // (each element has kMaxElementChars of room) and the digits overwrite the last of them.
+    // 0.000ddd: at most 3 zeros after the point (2 - e <= n + (n > 1) + 4: this form is the shorter
+    // one), so the 16 written (each element has kMaxElementChars of room) are more than enough; the
+    // digits overwrite the last of them.
     std::memcpy(p, "0.0000000000000000", 18);
     WriteDigits(p + 2 - e - n, digits, n);
     return p + 2 - e;

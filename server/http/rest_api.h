@@ -56,7 +56,7 @@ struct HttpRequest {
 struct HttpReply {
   int status = 200;
   std::string body;
-  std::string_view content_type = "application/json";  // a literal (static storage)
+  const char* content_type = "application/json";  // a literal (a computed string cannot dangle here)
   std::vector<std::pair<std::string, std::string>> headers;
   // The rest of the body, after `body`: views of memory that `tail_owner` holds (an inference's
   // binary outputs, where its run left them), for a transport to send as they are (scatter/gather

@@ -134,6 +134,7 @@ void ModelPool::Add(ModelSpec spec) {
     e->need = RunNeed();
     e->arena_need = RunNeed();
     e->measured_runs = 0;
+    e->measure_every = kMeasureEvery;
     e->value_dependent = false;
     e->load_bytes = 0;
     e->load_quiet = false;

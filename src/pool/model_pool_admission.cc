@@ -279,8 +279,9 @@ void ModelPool::StartMeasuringLocked(Entry& e, Lease& lease) {
   // calls of a model are measured, then one call in 16, so charges keep up as it runs (one in up
   // to 256 while measurements find nothing new: FinishMeasuringLocked); and a run of a size not
   // measured yet.
-  lease.r_.scheduled_measurement = e.calls < kMeasuredFirstCalls || e.calls % e.measure_every == 0;
-  const bool scheduled = lease.r_.scheduled_measurement;
+  // (e.calls counts the calls before this one.)
+  lease.r_.scheduled_measurement = e.calls >= kMeasuredFirstCalls && e.calls % e.measure_every == 0;
+  const bool scheduled = e.calls < kMeasuredFirstCalls || lease.r_.scheduled_measurement;
   const bool new_size = lease.r_.run_elements >= 0 && (lease.r_.alone || !e.need.Measured(lease.r_.run_elements));
   // Alone in the process: this call's peaks are its model's own. With others out, or a model
   // loading, nothing is measured (their peaks cannot be told apart).
@@ -360,7 +361,7 @@ void ModelPool::FinishMeasuringLocked(Entry& e, const Lease& lease) {
   ++e.measured_runs;
   // A scheduled measurement that finds the need recorded for its size (or less) measures the
   // next one further off; one that finds more, or a size not measured yet, brings them back.
-  if (lease.r_.scheduled_measurement && e.calls >= kMeasuredFirstCalls) {
+  if (lease.r_.scheduled_measurement) {
     const std::optional<int64_t> known =
         e.need.Measured(lease.r_.run_elements) ? e.need.Predict(lease.r_.run_elements) : std::nullopt;
     const bool steady = known && peak <= *known + *known / 8 + kMeasureSteadySlackBytes;

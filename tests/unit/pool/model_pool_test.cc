@@ -1026,8 +1026,9 @@ TEST_F(AdmissionTest, AModelsFirstRunRunsAloneToBeMeasured) {
 }
 
 // After a model's first 8 calls one in 16 is measured; while those find nothing beyond the need
-// recorded, the next comes twice as far off (one in 256 at most). 600 calls of one size: 8 + 6
-// measured (calls 16, 32, 64, 128, 256, 512) where one in 16 throughout measured 8 + 37.
+// recorded, the next comes twice as far off (one in 256 at most). 600 calls of one size (the calls
+// before each numbered from 0): 8 + 6 measured (16, 32, 64, 128, 256, 512) where one in 16
+// throughout measured 8 + 37.
 TEST_F(AdmissionTest, ScheduledMeasurementsBackOffWhileTheyFindNothingNew) {
   Start(1024 * kMiB);
   for (int call = 0; call < 600; ++call) {
