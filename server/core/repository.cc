@@ -27,6 +27,17 @@ std::string Join(const std::vector<std::string>& items) {
   return s;
 }
 
+// `version` of model `name` among the versions it serves ("" = the highest), or why not.
+Result<std::string> VersionAmong(const std::string& name, const std::vector<std::string>& versions,
+                                 const std::string& version) {
+  if (version.empty()) return versions.back();
+  if (std::find(versions.begin(), versions.end(), version) == versions.end()) {
+    return NotFound("model '" + name + "' has no version '" + version + "' served; versions served: " +
+                    Join(versions));
+  }
+  return version;
+}
+
 // labels.txt beside a model, confined to `root` (LoadModelLabels), shared by every copy of its ModelFolder.
 Result<std::shared_ptr<const std::vector<std::string>>> ReadLabels(const fs::path& folder, const std::string& root) {
   auto labels = LoadModelLabels(folder.string(), root);
@@ -226,23 +237,17 @@ Result<ModelFolder> ModelRepository::Register(const std::string& name, bool rere
 Result<ModelFolder> ModelRepository::Folder(const std::string& name) { return Register(name, /*reread=*/false); }
 
 Result<std::string> ModelRepository::ResolveVersion(const std::string& name, const std::string& version) {
-  auto resolve = [&](const std::vector<std::string>& versions) -> Result<std::string> {
-    if (version.empty()) return versions.back();
-    if (std::find(versions.begin(), versions.end(), version) == versions.end()) {
-      return NotFound("model '" + name + "' has no version '" + version + "' served; versions served: " +
-                      Join(versions));
-    }
-    return version;
-  };
   {
     // A model registered already (what Register(name, false) would return): read in place, not
     // copied, since every inference asks.
     std::lock_guard<std::mutex> lock(mu_);
-    if (const auto it = models_.find(name); it != models_.end()) return resolve(it->second.versions);
+    if (const auto it = models_.find(name); it != models_.end()) {
+      return VersionAmong(name, it->second.versions, version);
+    }
   }
   auto model = Register(name, /*reread=*/false);
   if (!model.ok()) return model.status();
-  return resolve(model->versions);
+  return VersionAmong(name, model->versions, version);
 }
 
 std::vector<ModelInfo> ModelRepository::Index() {
@@ -440,13 +445,10 @@ Status ModelRepository::RunWithRecovery(const std::string& name, const std::stri
     std::lock_guard<std::mutex> lock(mu_);
     if (const auto it = models_.find(name); it != models_.end()) {
       const ModelFolder& model = it->second;
-      const std::vector<std::string>& versions = model.versions;
-      if (!version.empty() && std::find(versions.begin(), versions.end(), version) == versions.end()) {
-        return NotFound("model '" + name + "' has no version '" + version + "' served; versions served: " +
-                        Join(versions));
-      }
+      Result<std::string> resolved = VersionAmong(name, model.versions, version);
+      if (!resolved.ok()) return resolved.status();
       config = model.config;
-      pool_name = PoolName(model, version.empty() ? versions.back() : version);
+      pool_name = PoolName(model, *resolved);
       found = true;
     }
   }

@@ -15,8 +15,8 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/container/small_vector.hpp>
 #include <boost/beast/http/status.hpp>
+#include <boost/container/small_vector.hpp>
 #include <chrono>
 #include <mutex>
 #include <optional>

@@ -79,12 +79,14 @@ void WriteDigits(char* p, uint32_t value, int n) {
   if (n == 1) p[0] = static_cast<char>('0' + value);
 }
 
+// 10^0 .. 10^9: every power of ten a uint32_t holds.
+constexpr uint32_t kPowersOf10[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000};
+
 // The decimal digits of value >= 1: floor(log10(2^bits)) by 1233/4096 (log10 2), one less where
 // value is below that power of ten.
 int DigitCount(uint32_t value) {
-  static constexpr uint32_t kPowers[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000};
   const int guess = (std::bit_width(value) * 1233) >> 12;
-  return guess + 1 - (value < kPowers[guess]);
+  return guess + 1 - (value < kPowersOf10[guess]);
 }
 
 // std::to_chars(p, end, value) for a finite, non-zero float, in the same characters: the shortest
@@ -116,8 +118,7 @@ char* WriteShortestFloat32(char* p, float value, bool* reads_back) {
   }
   if (fixed_length <= scientific_length) {
     if (n + e > 0) {  // ddd.ddd: the integer part's digits, '.', the fraction's
-      static constexpr uint32_t kPowers[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
-      const uint32_t scale = kPowers[-e];  // -e < n <= 9
+      const uint32_t scale = kPowersOf10[-e];  // -e < n <= 9
       WriteDigits(p, digits / scale, n + e);
       p[n + e] = '.';
       WriteDigits(p + n + e + 1, digits % scale, -e);

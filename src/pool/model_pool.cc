@@ -161,9 +161,7 @@ std::string ModelPool::DeviceOf(const Entry& e) const {
 }
 
 bool ModelPool::IsOn(const Entry& e, const std::string& device) const {
-  if (!e.device.empty()) return e.device == device;
-  const DeviceRequest& d = e.spec.load.device;
-  return d.kind == DeviceRequest::Kind::kCuda ? d.ToString() == device : device == "cpu";
+  return e.device.empty() ? DeviceOf(e) == device : e.device == device;  // a loaded entry's, without a copy
 }
 
 int64_t ModelPool::ChargeOf(const Entry& e) const {

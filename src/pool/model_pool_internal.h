@@ -16,6 +16,14 @@ namespace ebb {
 
 using PoolClock = std::chrono::steady_clock;
 
+// How often a model's calls are measured after its first kMeasuredFirstCalls (Entry::measure_every).
+inline constexpr uint64_t kMeasuredFirstCalls = 8;
+inline constexpr uint64_t kMeasureEvery = 16;
+inline constexpr uint64_t kMeasureEveryMost = 256;
+// A scheduled measurement within this much of the need recorded (above it: 1/8 of it, plus this)
+// finds nothing new.
+inline constexpr int64_t kMeasureSteadySlackBytes = int64_t{1} << 20;
+
 struct ModelPool::Entry {
   ModelSpec spec;
   PoolState state = PoolState::kUnloaded;
@@ -37,7 +45,7 @@ struct ModelPool::Entry {
   // After its first calls, one call in measure_every is measured (StartMeasuringLocked): from
   // kMeasureEvery, doubled up to kMeasureEveryMost each time a scheduled measurement finds the
   // need already recorded, back to kMeasureEvery when one finds more.
-  uint64_t measure_every = 16;
+  uint64_t measure_every = kMeasureEvery;
   bool removed = false;          // Remove()d while a lease was out: erased when the last one ends
   // Admission by memory. A RunNeed survives evictions and reloads (it is the
   // model's, not the session's); Add() with another file starts it afresh.
@@ -56,14 +64,6 @@ struct ModelPool::Entry {
   // the RunNeed is, across evictions and reloads.
   bool value_dependent = false;
 };
-
-// How often a model's calls are measured after its first kMeasuredFirstCalls (Entry::measure_every).
-inline constexpr uint64_t kMeasuredFirstCalls = 8;
-inline constexpr uint64_t kMeasureEvery = 16;
-inline constexpr uint64_t kMeasureEveryMost = 256;
-// A scheduled measurement within this much of the need recorded (above it: 1/8 of it, plus this)
-// finds nothing new.
-inline constexpr int64_t kMeasureSteadySlackBytes = int64_t{1} << 20;
 
 // The first runs of a model that run alone to be measured, whatever their predictions say.
 inline constexpr int kRunsMeasuredAlone = 2;
