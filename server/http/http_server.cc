@@ -242,7 +242,7 @@ void InferenceTaken::reset() {
 
 // One connection: reads and frames requests one at a time, runs each (inline or on a worker),
 // writes the reply, and keeps the deadlines. Everything but the request's handling runs on the
-// connection's strand.
+// connection's strand (with one event-loop thread, the default, that thread's loop is the strand).
 //
 //   kIdle -(first byte)-> kHeader -(header)-> kBody -(body)-> kHandling -(reply)-> kWriting -> kIdle
 //   a framing error or a deadline: an error reply (kWriting), then kClosing (lingering) -> kClosed
@@ -549,8 +549,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     return out;
   }
 
-  // Writes what the socket takes without waiting (a worker, while the request is handled), two
-  // pieces a system call.
+  // Writes what the socket takes without waiting (a worker while the request is handled, or the
+  // strand), two pieces a system call.
   void SendNow(Outgoing& out) {
     const auto socket = static_cast<intptr_t>(socket_.native_handle());
     const size_t total = out.size();
@@ -566,10 +566,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
   }
 
-  // Sends the rest of a reply (on the strand).
+  // Sends the rest of a reply (on the strand): what the socket takes at once is written here (a
+  // reply made on the event loop usually goes whole, without the round through async_write).
   void Send(Outgoing out) {
     DropRequest();  // the body is freed and its budget given back before the reply goes out
     if (phase_ == Phase::kClosed) return;
+    if (!out.failed && out.sent < out.size()) SendNow(out);
     if (out.failed) return CloseNow();
     reply_ = std::move(out);
     phase_ = Phase::kWriting;
@@ -750,7 +752,12 @@ Status Transport::Bind() {
 }
 
 void Transport::Accept() {
-  acceptor.async_accept(asio::make_strand(io), [this](const error_code& ec, tcp::socket socket) {
+  // A connection's handlers run one at a time: on its own strand where several threads run the
+  // event loop; with one (the default) the loop itself keeps them in order, and a strand would only
+  // add its lock and queue to every completion.
+  const asio::any_io_executor executor =
+      options.io_threads > 1 ? asio::any_io_executor(asio::make_strand(io)) : asio::any_io_executor(io.get_executor());
+  acceptor.async_accept(executor, [this](const error_code& ec, tcp::socket socket) {
     OnAccept(ec, std::move(socket));
   });
 }
