@@ -442,6 +442,8 @@ class ModelPool {
 
   std::vector<ModelStatus> Snapshot() const;
   Result<ModelStatus> StatusOf(const std::string& name) const;
+  // Whether the model is loaded and ready now (StatusOf(name)->state == kReady, without the copy).
+  bool IsReady(const std::string& name) const;
   // The inputs and outputs of the model's session, or of its last loaded one.
   // Errors: kNotFound (unknown), kUnavailable (never loaded).
   Result<ModelSignature> SignatureOf(const std::string& name) const;

@@ -250,6 +250,23 @@ Result<std::string> ModelRepository::ResolveVersion(const std::string& name, con
   return VersionAmong(name, model->versions, version);
 }
 
+std::optional<ModelRepository::Placed> ModelRepository::PlacedNow(const std::string& name,
+                                                                  const std::string& version) {
+  std::string pool_name;
+  Placed placed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = models_.find(name);
+    if (it == models_.end()) return std::nullopt;
+    Result<std::string> resolved = VersionAmong(name, it->second.versions, version);
+    if (!resolved.ok()) return std::nullopt;
+    placed.version = std::move(resolved).value();
+    pool_name = PoolName(it->second, placed.version);
+  }
+  placed.ready = pool_->IsReady(pool_name);
+  return placed;
+}
+
 std::vector<ModelInfo> ModelRepository::Index() {
   std::set<std::string> found;
   std::error_code ec;

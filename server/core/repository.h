@@ -144,6 +144,13 @@ class ModelRepository {
   // `version`, or the default (highest served) one for "". Errors: kNotFound
   // naming the versions served.
   Result<std::string> ResolveVersion(const std::string& name, const std::string& version);
+  // For a model registered already (nothing is read: otherwise nullopt), the version `version`
+  // resolves to, if it is served, and whether it is loaded and ready now.
+  struct Placed {
+    std::string version;
+    bool ready = false;
+  };
+  std::optional<Placed> PlacedNow(const std::string& name, const std::string& version);
   // The inputs and outputs of a served version, without loading it (from its
   // session, its last session, or its file).
   Result<ModelSignature> Signature(const std::string& name, const std::string& version = "");

@@ -145,19 +145,16 @@ bool InferenceService::RunsAtOnce(const std::string& model, const std::string& v
   // alone, or one that needs it, waits for; and the thread this one would run on (an HTTP event
   // loop) may be the one that has to finish sending that reply and let it go.
   if (repository_->pool().HoldingMemory()) return false;
-  Result<std::string> resolved = repository_->ResolveVersion(model, version);
-  if (!resolved.ok()) return false;
-  {
-    // First what is cheap to ask: a model whose last request was slow (or that was never
-    // answered: how long it takes is not known) goes to a worker without the pool's status.
-    std::lock_guard<std::mutex> lock(stats_mu_);
-    const auto it = stats_.find({model, *resolved});
-    if (it == stats_.end()) return false;
-    const uint64_t last = it->second->last_success_ns;
-    if (last == 0 || last >= static_cast<uint64_t>(limit.count())) return false;
-  }
-  auto info = repository_->Info(model, *resolved);
-  return info.ok() && info->state == PoolState::kReady;  // not loaded: a load would come first
+  // A model not registered (its folder not read yet), or not loaded: a read or a load comes first.
+  const std::optional<ModelRepository::Placed> placed = repository_->PlacedNow(model, version);
+  if (!placed || !placed->ready) return false;
+  // A model whose last request was slow (or that was never answered: how long it takes is not
+  // known) goes to a worker.
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  const auto it = stats_.find({model, placed->version});
+  if (it == stats_.end()) return false;
+  const uint64_t last = it->second->last_success_ns;
+  return last != 0 && last < static_cast<uint64_t>(limit.count());
 }
 
 Result<ModelConfiguration> InferenceService::Configuration(const std::string& model, const std::string& version) {

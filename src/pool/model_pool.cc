@@ -703,6 +703,12 @@ Result<ModelStatus> ModelPool::StatusOf(const std::string& name) const {
   return StatusLocked(name, *found);
 }
 
+bool ModelPool::IsReady(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Entry* e = FindLocked(name);
+  return e && e->state == PoolState::kReady;
+}
+
 Result<ModelSignature> ModelPool::SignatureOf(const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
   const Entry* e = FindLocked(name);
