@@ -24,11 +24,23 @@ std::vector<std::string> Devices(const ModelPool& pool) {
 }  // namespace
 
 void ServiceMetrics::RecordOutcome(const std::string& model, const Status& status, uint64_t total_ns) {
-  const Labels labels = {{"model", model}};
-  registry_.Increment("ebb_inference_requests_total", "Inference requests answered, per model.", labels);
+  std::lock_guard<std::mutex> lock(outcome_mu_);  // ForgetModel removes the series under it
+  auto it = outcome_.find(model);
+  if (it == outcome_.end()) {
+    it = outcome_.emplace(model, OutcomeSeries{&registry_.GetCounter("ebb_inference_requests_total",
+                                                                     "Inference requests answered, per model.",
+                                                                     {{"model", model}})})
+             .first;
+  }
+  OutcomeSeries& series = it->second;
+  series.requests->Increment();
   if (status.ok()) {
-    registry_.Observe("ebb_inference_duration_seconds", "Time to answer a successful inference request.",
-                      LatencyBuckets(), labels, static_cast<double>(total_ns) / 1e9);
+    if (!series.duration) {  // made at the first success: a model whose requests all failed shows none
+      series.duration = &registry_.GetHistogram("ebb_inference_duration_seconds",
+                                                "Time to answer a successful inference request.", LatencyBuckets(),
+                                                {{"model", model}});
+    }
+    series.duration->Observe(static_cast<double>(total_ns) / 1e9);
   } else {
     registry_.Increment("ebb_inference_failures_total", "Inference requests that failed, per model and reason.",
                         {{"model", model}, {"code", StatusCodeName(status.code())}});
@@ -81,7 +93,11 @@ void ServiceMetrics::SetOperationProgress(const std::string& model, double done,
   if (planned) registry_.Set("ebb_operation_runs_planned", "Runs planned in the model's latest operation.", labels, *planned);
 }
 
-void ServiceMetrics::ForgetModel(const std::string& model) { registry_.RemoveSeries("model", model); }
+void ServiceMetrics::ForgetModel(const std::string& model) {
+  std::lock_guard<std::mutex> lock(outcome_mu_);
+  if (const auto it = outcome_.find(model); it != outcome_.end()) outcome_.erase(it);
+  registry_.RemoveSeries("model", model);
+}
 
 void ServiceMetrics::RegisterCollectors(const Runtime& runtime, const Admission& admission,
                                         const ByteBudget& request_bytes, const SequenceTable& sequences,

@@ -15,6 +15,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -67,7 +70,16 @@ class ServiceMetrics {
   MetricsRegistry& registry() { return registry_; }
 
  private:
+  // The two series every answered request of a model updates (RecordOutcome), found once instead
+  // of by name and labels each time. Valid until ForgetModel removes them.
+  struct OutcomeSeries {
+    Counter* requests = nullptr;
+    Histogram* duration = nullptr;  // from the model's first success
+  };
+
   MetricsRegistry registry_;
+  std::mutex outcome_mu_;
+  std::map<std::string, OutcomeSeries, std::less<>> outcome_;  // by model; guarded by outcome_mu_
 };
 
 }  // namespace ebb::server
