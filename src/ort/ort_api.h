@@ -33,16 +33,16 @@ Status StatusFromMessage(OrtErrorCode code, const std::string& message, const st
                          const std::string& arena_desc);
 
 // One ORT Run, with outputs either preallocated (output_values holds tensors)
-// or left to ORT (output_values holds empty Values). `shrink_spec` empty means
+// or left to ORT (output_values holds nulls; the caller owns what ORT writes there). `shrink_spec` empty means
 // no shrink configuration is submitted at all. This is the ONLY function in
 // ebb that calls Ort::Session::Run.
 struct OrtRun {
   Ort::Session* session = nullptr;
   const char* const* input_names = nullptr;
-  const Ort::Value* input_values = nullptr;
+  const OrtValue* const* input_values = nullptr;
   size_t input_count = 0;
   const char* const* output_names = nullptr;
-  Ort::Value* output_values = nullptr;
+  OrtValue** output_values = nullptr;  // null ones ORT allocates (and the caller then owns)
   size_t output_count = 0;
   std::string shrink_spec;
 };
@@ -83,14 +83,60 @@ class RunMemory {
   std::pmr::monotonic_buffer_resource resource_{room_, sizeof(room_)};
 };
 
+// The ORT values one run passes: wrappers lent by the session's TensorWrappers (given back when
+// this goes) and values made for the run alone (string tensors, uncached wrappers, the outputs ORT
+// allocates), released when this goes.
+class RunValues {
+ public:
+  RunValues(TensorWrappers& wrappers, std::pmr::memory_resource* memory)
+      : wrappers_(wrappers), lent_(memory), owned_(memory) {}
+  ~RunValues() {
+    if (!lent_.empty()) wrappers_.GiveBack(lent_.data(), lent_.size());
+  }
+  RunValues(const RunValues&) = delete;
+  RunValues& operator=(const RunValues&) = delete;
+
+  // A wrapper of the CPU tensor `t` (a fixed-size type). Throws Ort::Exception.
+  OrtValue* Wrap(const Tensor& t) {
+    bool kept = false;
+    OrtValue* value = wrappers_.Lend(t, &kept);
+    try {
+      if (kept) {
+        lent_.push_back(value);
+      } else {
+        owned_.emplace_back(value);
+      }
+    } catch (...) {  // no room to note it (out of memory): given back or released here
+      if (kept) {
+        wrappers_.GiveBack(&value, 1);
+      } else {
+        Ort::GetApi().ReleaseValue(value);
+      }
+      throw;
+    }
+    return value;
+  }
+  // `value`, owned here from now on.
+  OrtValue* Own(Ort::Value value) {
+    owned_.push_back(std::move(value));
+    return owned_.back();
+  }
+
+ private:
+  TensorWrappers& wrappers_;
+  PerRun<const OrtValue*> lent_;
+  PerRun<Ort::Value> owned_;
+};
+
 // A run's inputs in model order, checked against what the model declares. `tensors` are the
 // caller's: they outlive the PreparedInputs.
 struct PreparedInputs {
-  explicit PreparedInputs(std::pmr::memory_resource* memory = std::pmr::get_default_resource())
-      : names(memory), values(memory), tensors(memory) {}
+  PreparedInputs(TensorWrappers& wrappers, std::pmr::memory_resource* memory = std::pmr::get_default_resource())
+      : names(memory), values(memory), tensors(memory), owner(wrappers, memory) {}
   PerRun<const char*> names;
-  PerRun<Ort::Value> values;
+  PerRun<const OrtValue*> values;
   PerRun<const Tensor*> tensors;
+  RunValues owner;  // of `values`
 
   // Their shapes (the output shape cache's key), made when asked.
   std::vector<Shape> Shapes() const {

@@ -225,8 +225,8 @@ void InvokeOrtRun(const OrtRun& run) {
   if (!run.shrink_spec.empty()) {
     options.AddConfigEntry(kOrtRunOptionsConfigEnableMemoryArenaShrinkage, run.shrink_spec.c_str());
   }
-  run.session->Run(options, run.input_names, run.input_values, run.input_count, run.output_names,
-                   run.output_values, run.output_count);
+  Ort::ThrowOnError(Ort::GetApi().Run(*run.session, options, run.input_names, run.input_values, run.input_count,
+                                      run.output_names, run.output_count, run.output_values));
 }
 
 void OptOutOfOrtTelemetry() { port::SetEnvUnlessSet("ORT_DISABLE_TELEMETRY", "1"); }
@@ -330,7 +330,9 @@ Status RuntimeContext::TrimSharedArena() {
   const char* in_name = "x";
   const char* out_name = "y";
   try {
-    InvokeOrtRun({trim_session_.get(), &in_name, &input, 1, &out_name, &output, 1, shared_gate_->spec()});
+    const OrtValue* in_value = input;
+    OrtValue* out_value = output;
+    InvokeOrtRun({trim_session_.get(), &in_name, &in_value, 1, &out_name, &out_value, 1, shared_gate_->spec()});
   } catch (const Ort::Exception& e) {
     return StatusFromOrt(e, "trimming the shared CPU arena", "shared CPU arena");
   }

@@ -47,11 +47,15 @@ std::string Names(const std::vector<TensorInfo>& infos) {
   return s;
 }
 
-Ort::Value WrapTensor(const Tensor& t) {
+// A new wrapper of the CPU tensor `t`, the caller's to release.
+OrtValue* MakeWrapper(const Tensor& t) {
   static const Ort::MemoryInfo host = Ort::MemoryInfo::CreateCpu(OrtDeviceAllocator, OrtMemTypeDefault);
+  OrtValue* value = nullptr;
   // ORT does not write to inputs; the const_cast only satisfies its C API.
-  return Ort::Value::CreateTensor(host, const_cast<std::byte*>(t.data()), t.byte_size(), t.shape().data(),
-                                  t.shape().size(), ToOnnxType(t.type()));
+  Ort::ThrowOnError(Ort::GetApi().CreateTensorWithDataAsOrtValue(host, const_cast<std::byte*>(t.data()), t.byte_size(),
+                                                                 t.shape().data(), t.shape().size(),
+                                                                 ToOnnxType(t.type()), &value));
+  return value;
 }
 
 // A BYTES input as an ORT string tensor: ORT keeps strings as std::string, so
@@ -104,6 +108,63 @@ Result<Tensor> CopyOut(const Ort::Value& value, const std::string& name) {
 
 }  // namespace
 
+TensorWrappers::~TensorWrappers() {
+  for (Slot& slot : slots_) {
+    if (slot.value) Ort::GetApi().ReleaseValue(slot.value);
+  }
+}
+
+OrtValue* TensorWrappers::Lend(const Tensor& t, bool* kept) {
+  *kept = false;
+  const uint32_t misses = misses_.fetch_add(1, std::memory_order_relaxed);
+  if (misses >= kMissesBeforePause && misses % kProbeEvery != 0) return MakeWrapper(t);  // paused
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Slot& slot : slots_) {
+      if (slot.value && !slot.lent && slot.data == t.data() && slot.type == t.type() && slot.shape == t.shape()) {
+        slot.lent = true;
+        slot.used = ++lends_;
+        misses_.store(0, std::memory_order_relaxed);
+        *kept = true;
+        return slot.value;
+      }
+    }
+  }
+  OrtValue* made = MakeWrapper(t);
+  OrtValue* evicted = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Slot* free = nullptr;
+    for (Slot& slot : slots_) {
+      if (!slot.lent && (!free || slot.used < free->used)) free = &slot;
+    }
+    if (free) {
+      try {
+        free->shape = t.shape();
+      } catch (const std::bad_alloc&) {
+        return made;  // not kept: the caller's
+      }
+      evicted = std::exchange(free->value, made);
+      free->data = t.data();
+      free->type = t.type();
+      free->lent = true;
+      free->used = ++lends_;
+      *kept = true;
+    }
+  }
+  if (evicted) Ort::GetApi().ReleaseValue(evicted);
+  return made;
+}
+
+void TensorWrappers::GiveBack(const OrtValue* const* values, size_t count) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < count; ++i) {
+    for (Slot& slot : slots_) {
+      if (slot.value == values[i]) slot.lent = false;
+    }
+  }
+}
+
 Status PrepareInputs(const SessionState& s, const std::string& model, const std::vector<NamedTensor>& given,
                      PreparedInputs* out) {
   for (const NamedTensor& t : given) {
@@ -138,9 +199,9 @@ Status PrepareInputs(const SessionState& s, const std::string& model, const std:
     if (t.type() == DataType::kBytes) {
       Result<Ort::Value> strings = MakeStringTensor(t, info.name);
       if (!strings.ok()) return strings.status();
-      out->values.push_back(std::move(strings).value());
+      out->values.push_back(out->owner.Own(std::move(strings).value()));
     } else {
-      out->values.push_back(WrapTensor(t));
+      out->values.push_back(out->owner.Wrap(t));
     }
     out->tensors.push_back(&t);
   }
@@ -287,15 +348,17 @@ Status RunOnce(SessionState& s, const std::string& model, const PreparedInputs& 
   PerRun<const char*> out_names(memory);
   out_names.reserve(out_index.size());
   for (size_t i : out_index) out_names.push_back(s.output_names[i]);
-  PerRun<Ort::Value> values(known ? 0 : out_index.size(), memory);
+  // Preallocated outputs' wrappers, or nulls where ORT allocates them (then owned by `owner`).
+  PerRun<OrtValue*> values(known ? 0 : out_index.size(), nullptr, memory);
   values.reserve(out_index.size());
+  RunValues owner(s.wrappers, memory);
   results->reserve(out_index.size());
   try {
     for (size_t i = 0; known && i < out_index.size(); ++i) {
       const DataType type = s.outputs[out_index[i]].type;
       const Shape& shape = (*known)[out_index[i]];
       results->push_back(reuse_buffers ? Tensor::Reusable(type, shape) : Tensor(type, shape));
-      values.push_back(WrapTensor(results->back()));
+      values.push_back(owner.Wrap(results->back()));
     }
   } catch (const std::bad_alloc&) {
     return ResourceExhausted("run of model '" + model + "': out of memory allocating its outputs");
@@ -314,9 +377,12 @@ Status RunOnce(SessionState& s, const std::string& model, const PreparedInputs& 
     return StatusFromMessage(ORT_FAIL, e.what(), "run of model '" + model + "'", s.arena_desc);
   }
   if (known) return Status::Ok();
+  PerRun<Ort::Value> allocated(memory);  // what ORT allocated, released when this returns
+  allocated.reserve(values.size());
+  for (OrtValue* value : values) allocated.emplace_back(value);
   std::vector<Shape> seen(s.outputs.size());
-  for (size_t k = 0; k < values.size(); ++k) {
-    Result<Tensor> t = CopyOut(values[k], s.outputs[out_index[k]].name);
+  for (size_t k = 0; k < allocated.size(); ++k) {
+    Result<Tensor> t = CopyOut(allocated[k], s.outputs[out_index[k]].name);
     if (!t.ok()) return t.status();
     seen[out_index[k]] = t->shape();
     results->push_back(std::move(t).value());
@@ -413,7 +479,7 @@ Result<std::vector<NamedTensor>> Session::Run(const std::vector<NamedTensor>& in
   };
 
   detail::RunMemory memory;  // the lists below, on the stack
-  detail::PreparedInputs prepared(memory.get());
+  detail::PreparedInputs prepared(s.wrappers, memory.get());
   detail::PerRun<size_t> out_index(memory.get());
   if (Status st = detail::PrepareInputs(s, name_, inputs, &prepared); !st.ok()) return finish(st);
   if (Status st = detail::SelectOutputs(s, name_, flags.outputs, &out_index); !st.ok()) return finish(st);

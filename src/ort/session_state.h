@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -13,8 +14,11 @@
 
 #include "arena_gate.h"
 #include "ebb/session.h"
+#include "ebb/tensor.h"
 #include "file_access.h"
 #include "ort_context.h"
+
+struct OrtValue;  // ONNX Runtime's C API
 
 namespace ebb::detail {
 
@@ -43,6 +47,53 @@ class OutputShapeCache {
 };
 
 struct OwnArena;  // ort_api.h
+
+// ORT's wrappers of the CPU tensors a session's runs pass (OrtValues that point at ebb's memory
+// and own none of it), kept for a later run that passes the same memory with the same type and
+// shape: an output written into a buffer kept from the run before (Tensor::Reusable), an input
+// decoded where the last request's was freed. Making a wrapper costs ORT about a dozen small
+// allocations and frees; looking one up costs a lock. A wrapper is lent to one run at a time and
+// only ever for the (address, type, shape) it was made for, so one found for memory that was
+// freed and handed out again is exactly what a new one would be: it reads nothing until a run
+// passes it, and then the caller's memory is there. It holds no arena memory (ORT allocates
+// wrappers with the heap), so keeping it changes nothing a release gives back. Where the memory is
+// new at every run (a server whose requests are decoded on one thread and freed on another), none
+// is ever found again: after kMissesBeforePause lends in a row that found none, only every
+// kProbeEvery-th lend looks (and keeps what it makes), until one finds its wrapper again.
+// Thread safety: Lend and GiveBack may be called concurrently.
+class TensorWrappers {
+ public:
+  static constexpr size_t kSlots = 8;
+  static constexpr uint32_t kMissesBeforePause = 16;
+  static constexpr uint32_t kProbeEvery = 64;
+
+  TensorWrappers() = default;
+  ~TensorWrappers();  // releases the kept wrappers (no run holds one then)
+  TensorWrappers(const TensorWrappers&) = delete;
+  TensorWrappers& operator=(const TensorWrappers&) = delete;
+
+  // A wrapper of `t` (CPU memory, a fixed-size type) for one run, a kept one when one that no run
+  // holds matches, else made (and kept when a slot is free of runs, replacing the least recently
+  // used). *kept says whether it is a kept one (GiveBack it after the run) or the caller's to
+  // release. Throws Ort::Exception when ORT cannot make it.
+  OrtValue* Lend(const Tensor& t, bool* kept);
+  // The run that was lent `values` (each a kept wrapper) ended.
+  void GiveBack(const OrtValue* const* values, size_t count);
+
+ private:
+  struct Slot {
+    OrtValue* value = nullptr;  // owned
+    const std::byte* data = nullptr;
+    DataType type = DataType::kFloat32;
+    Shape shape;
+    bool lent = false;
+    uint64_t used = 0;  // the lend count at its last use (least recently used goes first)
+  };
+  std::mutex mu_;
+  Slot slots_[kSlots];  // guarded by mu_
+  uint64_t lends_ = 0;  // guarded by mu_
+  std::atomic<uint32_t> misses_{0};  // lends in a row that found no kept wrapper
+};
 
 struct SessionState {
   SessionState() = default;
@@ -92,6 +143,7 @@ struct SessionState {
   const ArenaGate* device_arena_gate = nullptr;
 
   OutputShapeCache shape_cache;
+  TensorWrappers wrappers;  // for the runs' inputs and preallocated outputs
   std::atomic<bool> shape_cache_usable{true};  // false once a cached shape proved wrong
 
   std::atomic<uint64_t> runs{0};

@@ -256,6 +256,35 @@ TEST_F(RunBoundaryTest, OutputsAreBitwiseIdenticalWithAndWithoutRelease) {
   EXPECT_TRUE((*held)[0].tensor.BitwiseEquals((*plain)[0].tensor));
 }
 
+// A run passes ORT wrappers of its tensors that earlier runs made when they passed the same memory
+// (detail::TensorWrappers): each run must still read the values in that memory now and write its
+// outputs where they go now. One input buffer rewritten between mid-operation runs (so that its
+// outputs go into the buffer the run before gave back, under a kept wrapper too) gives each
+// run the outputs a fresh tensor with those values gets.
+TEST_F(RunBoundaryTest, RunsThroughKeptWrappersReadTheirInputsAndWriteTheirOutputsAnew) {
+  Start();
+  constexpr int64_t kSmall = 64;
+  RunFlags mid_operation;
+  mid_operation.ends_operation = false;
+  std::vector<NamedTensor> reused = ImageInput(kSmall, kSmall, 1);
+  for (uint32_t seed = 1; seed <= 4; ++seed) {
+    const std::vector<NamedTensor> fresh = ImageInput(kSmall, kSmall, seed);
+    std::memcpy(reused[0].tensor.data(), fresh[0].tensor.data(), fresh[0].tensor.byte_size());
+    auto through_kept = session_->Run(reused, mid_operation);
+    auto through_new = session_->Run(fresh, mid_operation);
+    ASSERT_TRUE(through_kept.ok() && through_new.ok());
+    EXPECT_TRUE((*through_kept)[0].tensor.BitwiseEquals((*through_new)[0].tensor)) << "seed " << seed;
+    if (seed > 1) {
+      const std::vector<NamedTensor> first = ImageInput(kSmall, kSmall, 1);
+      auto of_first = session_->Run(first, mid_operation);
+      ASSERT_TRUE(of_first.ok());
+      EXPECT_FALSE((*through_kept)[0].tensor.BitwiseEquals((*of_first)[0].tensor)) << "seed " << seed
+          << ": the run read the buffer's first values, not its present ones";
+    }
+  }
+  ASSERT_TRUE(RunOnce(true, nullptr, kSmall).ok());  // the operation ends
+}
+
 TEST_F(RunBoundaryTest, CachedSessionSurvivesRelease) {
   Start();
   ASSERT_TRUE(RunOnce(true).ok());
