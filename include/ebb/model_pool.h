@@ -135,6 +135,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -475,7 +476,7 @@ class ModelPool {
     int64_t memory = -1; // the budget or the machine's (container's) memory, less charges
     // What `memory` was made of, for messages: they are written only when a run waits or is
     // refused (formatting them for every admitted run cost more than the rest of admission).
-    std::string device;
+    std::string_view device;  // the caller's, alive while the Limits are used (under the pool's lock)
     int64_t room = 0, charges = 0;
     bool physical = false, alone = false;
     std::string ArenaWhy() const;
@@ -535,7 +536,8 @@ class ModelPool {
   void LeaveLineLocked(RunPlace* place);
   // What runs on `device` may reserve in all. `alone`: with every other model
   // evicted (only `own_charge` left). REQUIRES: mu_ held.
-  Limits RunLimitsLocked(const std::string& device, int64_t own_charge, bool alone) const;
+  // `used`: UsedLocked(device) when the caller has it (else < 0: read here, where needed).
+  Limits RunLimitsLocked(const std::string& device, int64_t own_charge, bool alone, int64_t used = -1) const;
   // A run's predicted needs: memory, arena (nullopt: not measured). REQUIRES: mu_ held.
   std::pair<std::optional<int64_t>, std::optional<int64_t>> PredictLocked(const Entry& e, int64_t elements) const;
   // Why a run waits, for the message of one that waited too long. REQUIRES: mu_ held.
@@ -584,6 +586,7 @@ class ModelPool {
   std::atomic<int64_t> holds_out_{0};  // MemoryHolds alive (HoldingMemory); changed under mu_
   std::condition_variable changed_;                  // a load ended or a lease came back
   std::map<std::string, std::unique_ptr<Entry>> entries_;  // guarded by mu_
+  std::vector<Entry*> all_;  // entries_'s, in one array for the loops of every run (UsedLocked); guarded by mu_
   int in_flight_ = 0;                                // leases out, all models; guarded by mu_
   uint64_t leases_handed_ = 0;                       // leases handed out so far, all models; guarded by mu_
   // Bumps on every Acquire and as a load starts: a run measured across a bump shared the process
@@ -592,6 +595,7 @@ class ModelPool {
   uint64_t generation_ = 0;
   int loading_ = 0;                                  // loads in progress; guarded by mu_
   std::map<std::string, std::unique_ptr<Line>> lines_;  // per device; guarded by mu_
+  Line* cpu_line_ = nullptr;  // lines_["cpu"] once made (LineOf); guarded by mu_
   uint64_t next_ticket_ = 0;                         // guarded by mu_
   std::mutex load_mu_;                               // one load at a time, so RSS growth is attributable
   bool stop_ = false;                                // guarded by mu_

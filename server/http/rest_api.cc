@@ -74,35 +74,43 @@ Result<std::vector<std::string>> SplitPath(std::string_view target) {
 using Endpoint = RestApi::Endpoint;
 using Route = RestApi::Route;
 
-// /v2/models/{m}[/versions/{v}][/ready|/config|/stats|/infer]
-Route MatchModel(const std::vector<std::string>& s) {
-  Route r;
+// Segments compared as views (a length check and an inlined compare, not strlen and memcmp).
+using Segments = std::vector<std::string>;
+bool Is(const std::string& segment, std::string_view name) { return std::string_view(segment) == name; }
+
+// /v2/models/{m}[/versions/{v}][/ready|/config|/stats|/infer]; the model's and version's
+// segments are moved into the route.
+Route MatchModel(Segments& s) {
   size_t next = 3;
-  r.model = s[2];
-  if (s.size() >= 5 && s[3] == "versions") {
-    r.version = s[4];
+  std::string* version = nullptr;
+  if (s.size() >= 5 && Is(s[3], "versions")) {
+    version = &s[4];
     next = 5;
   }
-  if (s.size() == next) return {Endpoint::kModelMetadata, "GET", r.model, r.version};
-  if (s.size() == next + 1 && s[next] == "ready") return {Endpoint::kModelReady, "GET", r.model, r.version};
-  if (s.size() == next + 1 && s[next] == "config") return {Endpoint::kModelConfig, "GET", r.model, r.version};
-  if (s.size() == next + 1 && s[next] == "stats") return {Endpoint::kModelStats, "GET", r.model, r.version};
-  if (s.size() == next + 1 && s[next] == "infer") return {Endpoint::kInfer, "POST", r.model, r.version};
+  auto route = [&](Endpoint endpoint, std::string_view method) {
+    return Route{endpoint, method, std::move(s[2]), version ? std::move(*version) : std::string()};
+  };
+  if (s.size() == next) return route(Endpoint::kModelMetadata, "GET");
+  if (s.size() != next + 1) return {};
+  if (Is(s[next], "infer")) return route(Endpoint::kInfer, "POST");
+  if (Is(s[next], "ready")) return route(Endpoint::kModelReady, "GET");
+  if (Is(s[next], "config")) return route(Endpoint::kModelConfig, "GET");
+  if (Is(s[next], "stats")) return route(Endpoint::kModelStats, "GET");
   return {};
 }
 
-Route Match(const std::vector<std::string>& s) {
-  if (s.size() == 1 && s[0] == "metrics") return {Endpoint::kMetrics, "GET", "", ""};
-  if (s.empty() || s[0] != "v2") return {};
+Route Match(Segments& s) {
+  if (s.size() == 1 && Is(s[0], "metrics")) return {Endpoint::kMetrics, "GET", "", ""};
+  if (s.empty() || !Is(s[0], "v2")) return {};
   if (s.size() == 1) return {Endpoint::kServerMetadata, "GET", "", ""};
-  if (s.size() == 3 && s[1] == "health" && s[2] == "live") return {Endpoint::kLive, "GET", "", ""};
-  if (s.size() == 3 && s[1] == "health" && s[2] == "ready") return {Endpoint::kReady, "GET", "", ""};
-  if (s.size() == 3 && s[1] == "models" && s[2] == "stats") return {Endpoint::kAllStats, "GET", "", ""};
-  if (s.size() >= 3 && s[1] == "models") return MatchModel(s);
-  if (s.size() == 3 && s[1] == "repository" && s[2] == "index") return {Endpoint::kIndex, "POST", "", ""};
-  if (s.size() == 5 && s[1] == "repository" && s[2] == "models") {
-    if (s[4] == "load") return {Endpoint::kLoad, "POST", s[3], ""};
-    if (s[4] == "unload") return {Endpoint::kUnload, "POST", s[3], ""};
+  if (s.size() == 3 && Is(s[1], "health") && Is(s[2], "live")) return {Endpoint::kLive, "GET", "", ""};
+  if (s.size() == 3 && Is(s[1], "health") && Is(s[2], "ready")) return {Endpoint::kReady, "GET", "", ""};
+  if (s.size() == 3 && Is(s[1], "models") && Is(s[2], "stats")) return {Endpoint::kAllStats, "GET", "", ""};
+  if (s.size() >= 3 && Is(s[1], "models")) return MatchModel(s);
+  if (s.size() == 3 && Is(s[1], "repository") && Is(s[2], "index")) return {Endpoint::kIndex, "POST", "", ""};
+  if (s.size() == 5 && Is(s[1], "repository") && Is(s[2], "models")) {
+    if (Is(s[4], "load")) return {Endpoint::kLoad, "POST", std::move(s[3]), ""};
+    if (Is(s[4], "unload")) return {Endpoint::kUnload, "POST", std::move(s[3]), ""};
   }
   return {};
 }

@@ -129,7 +129,10 @@ void ModelPool::Add(ModelSpec spec) {
   spec.load.name = spec.name;
   std::lock_guard<std::mutex> lock(mu_);
   auto& e = entries_[spec.name];
-  if (!e) e = std::make_unique<Entry>();
+  if (!e) {
+    e = std::make_unique<Entry>();
+    all_.push_back(e.get());
+  }
   if (e->spec.path != spec.path) {  // another file: what its runs need is not known
     e->need = RunNeed();
     e->arena_need = RunNeed();
@@ -174,7 +177,7 @@ int64_t ModelPool::ChargeOf(const Entry& e) const {
 }
 
 int64_t ModelPool::budget(const std::string& device) const {
-  if (device == "cpu") {
+  if (IsCpu(device)) {
     return options_.cpu_budget_bytes
                ? options_.cpu_budget_bytes
                : FractionOf(options_.cpu_budget_fraction, PhysicalMemoryBytes());
@@ -191,7 +194,7 @@ int64_t ModelPool::budget(const std::string& device) const {
 
 int64_t ModelPool::UsedLocked(const std::string& device) const {
   int64_t used = 0;
-  for (const auto& [name, e] : entries_) {
+  for (const Entry* e : all_) {
     if (e->state != PoolState::kUnloaded && IsOn(*e, device)) used += ChargeOf(*e);
   }
   return used;
@@ -524,7 +527,10 @@ void ModelPool::Release(Lease& lease) {
       if (same_session && e.keep_alive_ms == 0 && e.in_flight == 0 && !e.spec.pinned && e.state == PoolState::kReady) {
         EvictLocked(e, EvictReason::kKeepAlive, &events);
       }
-      if (e.removed && e.in_flight == 0) entries_.erase(it);  // the last lease of a removed model
+      if (e.removed && e.in_flight == 0) {  // the last lease of a removed model
+        std::erase(all_, &e);
+        entries_.erase(it);
+      }
     }
   }
   changed_.notify_all();
@@ -648,6 +654,7 @@ Status ModelPool::Remove(const std::string& name) {
     // A lease still out decrements its entry when it ends (Release erases it then): until
     // then it stays, unloaded and invisible.
     if (e->in_flight == 0) {
+      std::erase(all_, e);
       entries_.erase(name);
     } else {
       e->removed = true;

@@ -22,21 +22,26 @@ std::string Bytes(int64_t bytes) { return Mib(bytes) + " (" + std::to_string(byt
 }  // namespace
 
 ModelPool::Line& ModelPool::LineOf(const std::string& device) {
+  // The CPU's, asked for several times by every run on it, is kept at hand (lines are never erased).
+  const bool cpu = IsCpu(device);
+  if (cpu && cpu_line_) return *cpu_line_;
   std::unique_ptr<Line>& line = lines_[device];
   if (!line) line = std::make_unique<Line>();
+  if (cpu) cpu_line_ = line.get();
   return *line;
 }
 
-ModelPool::Limits ModelPool::RunLimitsLocked(const std::string& device, int64_t own_charge, bool alone) const {
+ModelPool::Limits ModelPool::RunLimitsLocked(const std::string& device, int64_t own_charge, bool alone,
+                                             int64_t used) const {
   Limits limits;
   limits.device = device;
   limits.alone = alone;
   // The shared arena bounds every CPU session's runs together, whatever the budget says.
-  if (device == "cpu" && runtime_.policy().cpu.arena == CpuArenaMode::kShared) {
+  if (IsCpu(device) && runtime_.policy().cpu.arena == CpuArenaMode::kShared) {
     if (const int64_t cap = runtime_.shared_arena_cap(); cap > 0) limits.arena = cap;
   }
   int64_t room = budget(device);  // 0: no budget (a GPU that NVML does not report)
-  if (device == "cpu") {
+  if (IsCpu(device)) {
     // The machine's memory, or the container's limit when lower (the cgroup reading).
     if (const int64_t physical = PhysicalMemoryBytes(); physical > 0 && (room <= 0 || physical < room)) {
       room = physical;
@@ -45,7 +50,7 @@ ModelPool::Limits ModelPool::RunLimitsLocked(const std::string& device, int64_t 
   }
   if (room > 0) {
     limits.room = room;
-    limits.charges = alone ? own_charge : UsedLocked(device);
+    limits.charges = alone ? own_charge : used >= 0 ? used : UsedLocked(device);
     limits.memory = std::max<int64_t>(room - limits.charges, 0);
   }
   return limits;
@@ -55,7 +60,7 @@ std::string ModelPool::Limits::ArenaWhy() const { return "the shared CPU arena's
 
 std::string ModelPool::Limits::MemoryWhy() const {
   const std::string why = physical ? "the memory this process may use (the machine's or its container's limit)"
-                                    : "the memory budget on " + device;
+                                    : "the memory budget on " + std::string(device);
   return why + " of " + Bytes(room) + " less " + Mib(charges) + " charged to " +
          (alone ? "the model itself" : "the models loaded there");
 }
@@ -128,6 +133,7 @@ ModelPool::Admit ModelPool::TryAdmitLocked(Entry& e, int64_t elements, uint64_t 
   // (LRU first), for a run alone too; runs in flight are waited for, never evicted.
   // Unmeasured, nothing predicts its need: room for the most it can take (the shared arena's cap
   // bounds its arena; without one, the whole budget, so that every idle model goes).
+  int64_t used = -1;  // UsedLocked(e.device), once read (the limits below need it too)
   if (const int64_t b = budget(e.device); b > 0) {
     int64_t room_for = b;
     if (memory) {
@@ -135,18 +141,22 @@ ModelPool::Admit ModelPool::TryAdmitLocked(Entry& e, int64_t elements, uint64_t 
     } else if (const int64_t arena_cap = RunLimitsLocked(e.device, 0, false).arena; arena_cap >= 0) {
       room_for = std::min(arena_cap, b);
     }
-    if (UsedLocked(e.device) + room_for > b) (void)MakeRoomLocked(e.device, room_for, e.spec.name, events);
+    used = UsedLocked(e.device);
+    if (used + room_for > b) {
+      (void)MakeRoomLocked(e.device, room_for, e.spec.name, events);
+      used = -1;  // evictions changed it
+    }
   }
   if (alone) {
     if (line.runs > 0 || line.holds > 0) return Admit::kWait;  // it waits for the runs in flight to drain
     // Shown while it runs (within the limits: the device is its own anyway).
-    const Limits limits = RunLimitsLocked(e.device, 0, false);
+    const Limits limits = RunLimitsLocked(e.device, 0, false, used);
     taken.bytes = limits.memory >= 0 ? std::min(memory.value_or(0), limits.memory) : memory.value_or(0);
     taken.arena_bytes = limits.arena >= 0 ? std::min(arena.value_or(0), limits.arena) : arena.value_or(0);
   } else {
     taken.bytes = *memory;
     taken.arena_bytes = *arena;
-    const Limits limits = RunLimitsLocked(e.device, 0, false);
+    const Limits limits = RunLimitsLocked(e.device, 0, false, used);
     if (limits.memory >= 0 && line.reserved + line.held + taken.bytes > limits.memory) return Admit::kWait;
     if (limits.arena >= 0 && line.arena_reserved + taken.arena_bytes > limits.arena) return Admit::kWait;
   }
@@ -258,7 +268,7 @@ void ModelPool::ReturnReservationLocked(const Lease& lease) {
 }
 
 bool ModelPool::FirstMeasurementOverKeptArenaLocked(const Entry& e, const Lease& lease) const {
-  if (e.device != "cpu" || in_flight_ != 1 || loading_ > 0) return false;
+  if (!IsCpu(e.device) || in_flight_ != 1 || loading_ > 0) return false;
   // What its first measurements teach: a run's need at its first two sizes (a run lease: the line
   // through them is the lower bound beyond them, RunNeed::AtLeast), else, where charges hold one
   // transient peak (admission by memory off), that peak.
@@ -287,7 +297,7 @@ void ModelPool::StartMeasuringLocked(Entry& e, Lease& lease) {
   // loading, nothing is measured (their peaks cannot be told apart).
   if (!(scheduled || new_size) || in_flight_ != 1 || loading_ > 0) return;
   lease.r_.measure_generation = generation_;
-  if (e.device == "cpu") {
+  if (IsCpu(e.device)) {
     detail::ResetPeakRss();
     lease.r_.rss_at_start = ReadRssBytes();
     if (runtime_.policy().cpu.arena == CpuArenaMode::kShared) {
@@ -324,7 +334,7 @@ void ModelPool::FinishMeasuringLocked(Entry& e, const Lease& lease) {
   // also counts what the process did meanwhile (a server decoding other requests), so value
   // dependence is judged on them alone.
   bool by_arena = false;
-  if (e.device == "cpu") {
+  if (IsCpu(e.device)) {
     if (!measured) return;
     peak = ReadPeakRssBytes() - lease.r_.rss_at_start;
     by_arena = lease.r_.arena_peak_at_start >= 0;

@@ -8,6 +8,7 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "ebb/model_pool.h"
 #include "ebb/run_need.h"
@@ -15,6 +16,9 @@
 namespace ebb {
 
 using PoolClock = std::chrono::steady_clock;
+
+// Whether a device name is the CPU's (compared in place: this is asked several times a run).
+inline bool IsCpu(std::string_view device) { return device == "cpu"; }
 
 // How often a model's calls are measured after its first kMeasuredFirstCalls (Entry::measure_every).
 inline constexpr uint64_t kMeasuredFirstCalls = 8;
