@@ -111,6 +111,7 @@ std::optional<Shape> PlainShape(const std::optional<std::string_view>& span) {
   const std::string_view text = ValueText(*span);
   if (text.size() < 2 || text.size() > kMaxFieldBytes || text.front() != '[') return std::nullopt;
   Shape shape;
+  shape.reserve(4);  // one allocation for the usual ranks, not one per doubling
   const char* p = text.data() + 1;
   const char* const end = text.data() + text.size();
   auto skip_space = [&] {
@@ -357,7 +358,9 @@ class InputReader {
   // Decodes "data" from `array` (its text from the '['); *end is the offset of its ']'.
   // REQUIRES: Resolve() succeeded.
   Status DecodeData(std::string_view array, size_t body_offset, size_t* end) {
-    Result<Tensor> tensor = DecodeJsonData(array, DataSpec{label_, type_, shape_, count_, body_offset}, end);
+    // The shape moves into the spec (and from there into the tensor's copy): nothing reads shape_
+    // once the data is decoded.
+    Result<Tensor> tensor = DecodeJsonData(array, DataSpec{label_, type_, std::move(shape_), count_, body_offset}, end);
     if (!tensor.ok()) return tensor.status();
     tensor_ = std::move(*tensor);
     decoded_ = true;
@@ -574,9 +577,25 @@ class RequestReader : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Req
     Result<NamedTensor> tensor = input_->Finish(header_, options_, &binary_);
     input_.reset();
     if (!tensor.ok()) return Fail(tensor.status());
-    if (!names_.insert(tensor->name).second) return Fail("duplicate input name " + Quote(tensor->name));
+    if (Duplicate(tensor->name)) return Fail("duplicate input name " + Quote(tensor->name));
     request_.inputs.push_back(std::move(tensor).value());
     return true;
+  }
+
+  // Whether an input before had this name: a look at the few read so far, or at the set of names
+  // once there are many (a request of thousands of inputs must not take quadratic time).
+  bool Duplicate(const std::string& name) {
+    constexpr size_t kLookedAt = 8;
+    if (request_.inputs.size() < kLookedAt) {
+      for (const NamedTensor& input : request_.inputs) {
+        if (input.name == name) return true;
+      }
+      return false;
+    }
+    if (names_.empty()) {
+      for (const NamedTensor& input : request_.inputs) names_.insert(input.name);
+    }
+    return !names_.insert(name).second;
   }
 
   std::string_view header_;
@@ -594,7 +613,7 @@ class RequestReader : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Req
   std::optional<InputReader> input_;  // the input object open at depth 3
   InputReader::Member input_member_ = InputReader::kOther;
   size_t input_start_ = 0;
-  std::set<std::string> names_;
+  std::set<std::string> names_;  // the inputs' names, once there are kLookedAt of them (Duplicate)
 };
 
 // Reads the JSON header: inputs decoded into `request`, the other members' spans into `fields`.

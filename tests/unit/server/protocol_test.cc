@@ -243,6 +243,22 @@ TEST(ParseJson, FieldsWithEscapesAndSpacesReadAsThePlainOnes) {
   EXPECT_TRUE(r->request.inputs[2].tensor.BitwiseEquals(Make<uint8_t>(DataType::kUInt8, {0, 3}, {})));
 }
 
+TEST(ParseJson, ManyInputsWithDistinctNamesAreAllRead) {
+  std::string body = R"({"inputs": [)";
+  for (int i = 0; i < 40; ++i) {
+    body += std::string(i ? "," : "") + R"({"name": "in)" + std::to_string(i) +
+            R"(", "shape": [1], "datatype": "FP32", "data": [)" + std::to_string(i) + "]}";
+  }
+  body += "]}";
+  auto r = ParseJson(body);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->request.inputs.size(), 40u);
+  for (int i = 0; i < 40; ++i) {
+    EXPECT_EQ(r->request.inputs[i].name, "in" + std::to_string(i));
+    EXPECT_EQ(r->request.inputs[i].tensor.values<float>()[0], static_cast<float>(i));
+  }
+}
+
 TEST(ParseJson, NestedDataIsFlattenedRowMajor) {
   Result<RestInferRequest> r = ParseJson(R"({"inputs": [
     {"name": "a", "shape": [2, 2], "datatype": "INT32", "data": [[1, 2], [3, 4]]},
@@ -789,6 +805,17 @@ BadRequest Binary(std::string name, std::string header, const std::string& binar
 // One input "x" with the given members (a JSON fragment).
 std::string OneInput(const std::string& members) { return R"({"inputs": [{"name": "x", )" + members + "}]}"; }
 
+// `count` FP32 inputs "in0", "in1", ..., the last one named as input `same_as` is.
+std::string InputsWithOneNameTwice(int count, int same_as) {
+  std::string body = R"({"inputs": [)";
+  for (int i = 0; i < count; ++i) {
+    const int n = i == count - 1 ? same_as : i;
+    body += std::string(i ? "," : "") + R"({"name": "in)" + std::to_string(n) +
+            R"(", "shape": [1], "datatype": "FP32", "data": [1]})";
+  }
+  return body + "]}";
+}
+
 std::vector<BadRequest> BadRequests() {
   const std::string fp32x2 = R"("shape": [2], "datatype": "FP32", )";
   std::string long_shape = "[0";  // 70,001 bytes of dimensions
@@ -888,6 +915,11 @@ std::vector<BadRequest> BadRequests() {
            R"({"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [1]},
                           {"name": "x", "shape": [1], "datatype": "FP32", "data": [2]}]})",
            "duplicate input name \"x\""),
+      // Among a few inputs the names read so far are looked through; from the eighth on, a set holds them.
+      Json("DuplicateInputAmongFew", InputsWithOneNameTwice(4, 1), "duplicate input name \"in1\""),
+      Json("DuplicateInputAtTheEighth", InputsWithOneNameTwice(8, 0), "duplicate input name \"in0\""),
+      Json("DuplicateInputAtTheNinth", InputsWithOneNameTwice(9, 7), "duplicate input name \"in7\""),
+      Json("DuplicateInputAmongMany", InputsWithOneNameTwice(40, 20), "duplicate input name \"in20\""),
       Json("InputParametersNotObject", OneInput(fp32x2 + R"("data": [1, 2], "parameters": 3)"),
            "input \"x\": 'parameters' must be an object"),
       Json("BinarySizeNotInteger", OneInput(fp32x2 + R"("parameters": {"binary_data_size": "8"})"),
