@@ -627,15 +627,17 @@ Status ReadRequest(std::string_view header, std::optional<size_t> header_length,
       rapidjson::kParseInsituFlag | rapidjson::kParseValidateEncodingFlag | rapidjson::kParseNumbersAsStringsFlag;
   const rapidjson::ParseResult result = reader.Parse<kFlags>(stream, handler);
   if (result.Code() == rapidjson::kParseErrorTermination && !handler.status().ok()) return handler.status();
-  const std::string what = header_length ? "the request's JSON header (the first " + std::to_string(*header_length) +
-                                               " bytes of the body)"
-                                         : std::string("the request body");
+  auto what = [&] {  // for an error only
+    return header_length ? "the request's JSON header (the first " + std::to_string(*header_length) +
+                               " bytes of the body)"
+                         : std::string("the request body");
+  };
   if (result.IsError()) {
-    return InvalidArgument(what + " is not valid JSON: " + rapidjson::GetParseError_En(result.Code()) + " (at byte " +
-                           std::to_string(result.Offset()) + ")");
+    return InvalidArgument(what() + " is not valid JSON: " + rapidjson::GetParseError_En(result.Code()) +
+                           " (at byte " + std::to_string(result.Offset()) + ")");
   }
   if (stream.Tell() != header.size()) {  // RapidJSON stops at a NUL byte as at the end
-    return InvalidArgument(what + " is not valid JSON: a NUL byte at byte " + std::to_string(stream.Tell()));
+    return InvalidArgument(what() + " is not valid JSON: a NUL byte at byte " + std::to_string(stream.Tell()));
   }
   if (!handler.fields().has_inputs) return InvalidArgument("request has no 'inputs'");
   *fields = handler.fields();

@@ -361,17 +361,17 @@ HttpReply RestApi::Infer(const std::string& model, const std::string& version, c
     return std::move(parsed->request);
   }, request.cancelled);
   if (!response.ok()) return ReplyFor(response.status());
-  // The reply holds the response: its binary outputs are sent from the tensors themselves.
-  auto outputs = std::make_shared<const InferResponse>(std::move(response).value());
-  EncodedResponse encoded = EncodeInferResponse(*outputs, decoding.binary);
+  EncodedResponse encoded = EncodeInferResponse(*response, decoding.binary);
   HttpReply reply{200, std::move(encoded.body), "application/json", {}};
   if (encoded.header_length) {
     reply.content_type = "application/octet-stream";
     reply.headers.emplace_back(std::string(kInferenceHeaderContentLength), std::to_string(*encoded.header_length));
   }
   if (!encoded.binary.empty()) {
+    // The reply holds the response: its binary outputs are sent from the tensors themselves (their
+    // buffers stay where they are when the response moves).
     reply.tail = std::move(encoded.binary);
-    reply.tail_owner = std::move(outputs);
+    reply.tail_owner = std::make_shared<const InferResponse>(std::move(response).value());
   }
   return reply;
 }
