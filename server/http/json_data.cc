@@ -659,12 +659,14 @@ bool CannotHold(std::string_view text, int64_t count) {
 }
 
 template <typename Decoder>
-Result<Tensor> Decode(std::string_view text, const DataSpec& spec, size_t* end) {
+Result<Tensor> Decode(std::string_view text, DataSpec& spec, size_t* end) {
   Scanner scanner(text, spec.label, spec.body_offset);
   FixedSink<Decoder> sink;
   Tensor tensor;
+  const Shape* shape = &spec.shape;  // for messages: the spec's, or the tensor's once it moved there
   if (!CannotHold(text, spec.count)) {
-    tensor = Tensor::Reusable(spec.type, spec.shape);  // warm if a request before left it
+    tensor = Tensor::Reusable(spec.type, std::move(spec.shape));  // warm if a request before left it
+    shape = &tensor.shape();
     sink.out = reinterpret_cast<typename Decoder::Element*>(tensor.data());
     sink.capacity = spec.count;
   }
@@ -677,13 +679,13 @@ Result<Tensor> Decode(std::string_view text, const DataSpec& spec, size_t* end) 
   if (!st.ok()) return st;
   if (sink.count != spec.count) {
     return InvalidArgument(std::string(spec.label) + ": 'data' has " + std::to_string(sink.count) +
-                           " elements but shape " + ShapeToString(spec.shape) + " needs " + std::to_string(spec.count));
+                           " elements but shape " + ShapeToString(*shape) + " needs " + std::to_string(spec.count));
   }
   return tensor;
 }
 
 // BYTES: the strings go into one serialisation, which becomes the tensor's buffer.
-Result<Tensor> DecodeStrings(std::string_view text, const DataSpec& spec, size_t* end) {
+Result<Tensor> DecodeStrings(std::string_view text, DataSpec& spec, size_t* end) {
   Scanner scanner(text, spec.label, spec.body_offset);
   StringSink sink;
   Status st = scanner.Scan(sink, /*objects_are_elements=*/false, end);
@@ -698,12 +700,12 @@ Result<Tensor> DecodeStrings(std::string_view text, const DataSpec& spec, size_t
     return InvalidArgument(std::string(spec.label) + ": 'data' has " + std::to_string(sink.count) +
                            " elements but shape " + ShapeToString(spec.shape) + " needs " + std::to_string(spec.count));
   }
-  return Tensor::FromSerializedBytes(spec.shape, sink.out);
+  return Tensor::FromSerializedBytes(std::move(spec.shape), sink.out);
 }
 
 }  // namespace
 
-Result<Tensor> DecodeJsonData(std::string_view text, const DataSpec& spec, size_t* end) {
+Result<Tensor> DecodeJsonData(std::string_view text, DataSpec spec, size_t* end) {
   switch (spec.type) {
     case DataType::kBool: return Decode<BoolDecoder>(text, spec, end);
     case DataType::kUInt8: return Decode<IntegerDecoder<uint8_t>>(text, spec, end);

@@ -71,7 +71,8 @@ struct DataSpec {
 
 // Reads the array that starts at text[0] ('[') into a tensor of spec.type and spec.shape.
 // On success *end is the offset in `text` of the array's closing ']'; anything after it is not read.
-[[nodiscard]] Result<Tensor> DecodeJsonData(std::string_view text, const DataSpec& spec, size_t* end);
+// `spec` is taken by value: its shape moves into the tensor.
+[[nodiscard]] Result<Tensor> DecodeJsonData(std::string_view text, DataSpec spec, size_t* end);
 
 // Finds the end of the array that starts at text[0] ('[') without decoding it (for a "data" that
 // comes before the "datatype" or "shape" it needs): *end is the offset of its closing ']'.
