@@ -70,13 +70,32 @@ char* WriteFloating(char* p, F value) {
   return std::to_chars(p, p + kMaxElementChars, value).ptr;
 }
 
-// The n digits of `value` (< 10^n, n <= 10) at p[0..n), most significant first, two at a time.
+// The n digits of `value` (< 10^n, 1 <= n <= 10) at p[0..n), most significant first. Writes 8 bytes
+// from p (more than n when n < 8): what follows the digits is scratch, which the caller overwrites
+// or cuts (every element has kMaxElementChars of room). The eight digits of value % 10^8 come from
+// four pairs (three divisions by constants, no loop), and the last n of them are copied at once.
 void WriteDigits(char* p, uint32_t value, int n) {
   static constexpr char kPairs[] =
       "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354"
       "555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
-  for (; n >= 2; n -= 2, value /= 100) std::memcpy(p + n - 2, kPairs + 2 * (value % 100), 2);
-  if (n == 1) p[0] = static_cast<char>('0' + value);
+  if (n > 8) {  // a tenth or ninth digit first (rare: floats have at most 9 significant digits)
+    const uint32_t high = value / 100000000;
+    value %= 100000000;
+    if (n == 10) {
+      std::memcpy(p, kPairs + 2 * high, 2);
+    } else {
+      p[0] = static_cast<char>('0' + high);
+    }
+    p += n - 8;
+    n = 8;
+  }
+  char eight[16];  // value's last 8 digits, then room for the 8-byte copy below to read
+  const uint32_t high = value / 10000, low = value % 10000;
+  std::memcpy(eight, kPairs + 2 * (high / 100), 2);
+  std::memcpy(eight + 2, kPairs + 2 * (high % 100), 2);
+  std::memcpy(eight + 4, kPairs + 2 * (low / 100), 2);
+  std::memcpy(eight + 6, kPairs + 2 * (low % 100), 2);
+  std::memcpy(p, eight + 8 - n, 8);
 }
 
 // 10^0 .. 10^9: every power of ten a uint32_t holds.
