@@ -93,12 +93,21 @@ std::string_view WellFormedVersion(std::string_view line) {
 
 class RequestFramer::Parser : public http::basic_parser<true> {
  public:
-  Parser(const FramingLimits& limits, Reserve reserve) : limits_(Clamped(limits)), reserve_(std::move(reserve)) {
+  Parser(const FramingLimits& limits, Reserve reserve, FramerRoom* room)
+      : limits_(Clamped(limits)), reserve_(std::move(reserve)), room_(room) {
     body_limit(limits_.max_body_bytes);
-    headers_.reserve(kUsualFields);
+    if (room_) {
+      target_.swap(room_->target);
+      headers_.swap(room_->fields);
+    }
+    if (headers_.capacity() < kUsualFields) headers_.reserve(kUsualFields);
   }
   ~Parser() override {
     if (inflating_) inflateEnd(&zstream_);
+    if (room_ && KeptBytes() <= FramerRoom::kMaxKeptBytes) {
+      room_->target.swap(target_);
+      room_->fields.swap(headers_);
+    }
   }
 
   size_t Feed(std::string_view data) {
@@ -157,7 +166,10 @@ class RequestFramer::Parser : public http::basic_parser<true> {
   std::string method_;
   std::string target_;
   int http_version_ = 11;
+  // The first fields_ are this request's header fields; those after, strings a request before left
+  // (FramerRoom), never shown.
   std::vector<std::pair<std::string, std::string>> headers_;
+  size_t fields_ = 0;
   bool expects_continue_ = false;
   std::string body_;  // a body of unknown length (chunked) or compressed
   // A body of known length: its bytes at fixed_.data() + fixed_start_, fixed_size_ of fixed_length_.
@@ -281,7 +293,7 @@ class RequestFramer::Parser : public http::basic_parser<true> {
                            " bytes (--max-uri-bytes)", ec);
     }
     method_ = m;
-    target_.assign(target.data(), target.size());
+    target_.assign(target.data(), target.size());  // into the room a request before left, as a rule
     http_version_ = version;
   }
 
@@ -313,7 +325,13 @@ class RequestFramer::Parser : public http::basic_parser<true> {
       if (!EqualsIgnoreCase(TrimOws(v), "100-continue")) return Fail(417, "unsupported expectation '" + Shown(v) + "'", ec);
       expects_continue_ = true;
     }
-    headers_.emplace_back(std::string(name.data(), name.size()), std::string(v));
+    if (fields_ < headers_.size()) {  // a string a request before left: its capacity is kept
+      headers_[fields_].first.assign(name.data(), name.size());
+      headers_[fields_].second.assign(v);
+    } else {
+      headers_.emplace_back(std::string(name.data(), name.size()), std::string(v));
+    }
+    ++fields_;
   }
 
   void on_header_impl(error_code& ec) override {
@@ -462,12 +480,20 @@ class RequestFramer::Parser : public http::basic_parser<true> {
   bool stream_ended_ = false;
   size_t compressed_bytes_ = 0;
   size_t aligned_at_ = 0;  // Inference-Header-Content-Length, when sent
+  FramerRoom* const room_;  // the connection's, or null
+
+  // The bytes the target's and fields' strings hold (what giving them back would keep).
+  size_t KeptBytes() const {
+    size_t bytes = target_.capacity();
+    for (const auto& [name, value] : headers_) bytes += name.capacity() + value.capacity();
+    return bytes;
+  }
 
   friend class RequestFramer;
 };
 
-RequestFramer::RequestFramer(const FramingLimits& limits, Reserve reserve)
-    : parser_(std::make_unique<Parser>(limits, std::move(reserve))) {}
+RequestFramer::RequestFramer(const FramingLimits& limits, Reserve reserve, FramerRoom* room)
+    : parser_(std::make_unique<Parser>(limits, std::move(reserve), room)) {}
 RequestFramer::~RequestFramer() = default;
 
 size_t RequestFramer::Feed(std::string_view data) { return parser_->Feed(data); }
@@ -478,7 +504,9 @@ const FramingError& RequestFramer::error() const { return parser_->error_; }
 std::string_view RequestFramer::method() const { return parser_->method_; }
 std::string_view RequestFramer::target() const { return parser_->target_; }
 int RequestFramer::version() const { return parser_->http_version_; }
-const std::vector<std::pair<std::string, std::string>>& RequestFramer::headers() const { return parser_->headers_; }
+std::span<const std::pair<std::string, std::string>> RequestFramer::headers() const {
+  return {parser_->headers_.data(), parser_->fields_};
+}
 bool RequestFramer::keep_alive() const { return parser_->keep_alive(); }
 bool RequestFramer::expects_continue() const { return parser_->expects_continue_ && parser_->framer_state_ == State::kBody; }
 std::optional<uint64_t> RequestFramer::body_bytes_left() const {

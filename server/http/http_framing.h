@@ -67,13 +67,25 @@ struct FramingError {
   std::string message;
 };
 
+// Room one request's framer leaves to the next one on its connection: the strings its target and
+// header fields were copied into, with their capacity (so that the next request's, as a rule, need
+// no allocation). What they held is never shown to the next request: its framer shows only what
+// it copied there itself. Kept only while small (kMaxKeptBytes of strings).
+struct FramerRoom {
+  static constexpr size_t kMaxKeptBytes = 4096;
+  std::string target;
+  std::vector<std::pair<std::string, std::string>> fields;
+};
+
 class RequestFramer {
  public:
   enum class State { kHeader, kBody, kComplete, kFailed };
   // Asked before the body grows by `bytes`; returns false to refuse (the request fails with 503).
   using Reserve = std::function<bool(size_t bytes)>;
 
-  explicit RequestFramer(const FramingLimits& limits, Reserve reserve = {});
+  // `room`: taken for this request, and given back (when small) as the framer goes; the caller's,
+  // outliving the framer. Null: none.
+  explicit RequestFramer(const FramingLimits& limits, Reserve reserve = {}, FramerRoom* room = nullptr);
   ~RequestFramer();
   RequestFramer(const RequestFramer&) = delete;
   RequestFramer& operator=(const RequestFramer&) = delete;
@@ -97,7 +109,7 @@ class RequestFramer {
   std::string_view method() const;
   std::string_view target() const;
   int version() const;  // 10 or 11
-  const std::vector<std::pair<std::string, std::string>>& headers() const;
+  std::span<const std::pair<std::string, std::string>> headers() const;
   bool keep_alive() const;        // by version and Connection
   bool expects_continue() const;  // `Expect: 100-continue` and a body still to come
   // Valid in kBody: the bytes of a Content-Length body still to come (as sent, before any

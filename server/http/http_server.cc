@@ -338,7 +338,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Feeds the buffered bytes to the framer and acts on what it says.
   void Frame() {
     for (;;) {
-      if (!framer_) framer_.emplace(t_.limits, [this](size_t n) { return t_.Reserve(n); });
+      if (!framer_) framer_.emplace(t_.limits, [this](size_t n) { return t_.Reserve(n); }, &framer_room_);
       const auto data = buffer_.data();
       const size_t used = framer_->Feed({static_cast<const char*>(data.data()), data.size()});
       buffer_.consume(used);
@@ -695,6 +695,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   const bool refused_;
   Phase phase_ = Phase::kIdle;
   boost::beast::flat_buffer buffer_;        // received, not yet framed
+  FramerRoom framer_room_;  // what one request's framer leaves to the next (declared first: it outlives framer_)
   std::optional<RequestFramer> framer_;  // the request being read or handled (in place: no allocation)
   RestApi::Route route_;                   // where it goes (found in Dispatch)
   bool keep_alive_ = true;

@@ -613,6 +613,42 @@ TEST(BinaryRequest, BinaryInputsAndOutputsAreViewedNotCopiedOnTheServersPath) {
   EXPECT_EQ(Values<float>(unaligned->request.inputs[0].tensor), values);
 }
 
+// A connection's framers pass their strings' room on (FramerRoom): each request shows its own target
+// and header fields only, never one the request before left there; a room grown large is not kept.
+TEST(FramerRoom, EachRequestShowsOnlyItsOwnTargetAndFields) {
+  FramerRoom room;
+  auto frame = [&](const std::string& request) {
+    auto framer = std::make_unique<RequestFramer>(FramingLimits{}, [](size_t) { return true; }, &room);
+    EXPECT_EQ(framer->Feed(request), request.size());
+    EXPECT_EQ(framer->state(), RequestFramer::State::kComplete) << framer->error().message;
+    return framer;
+  };
+  {
+    auto first = frame("GET /v2/models/a_long_model_name_here/ready HTTP/1.1\r\nHost: x\r\n"
+                       "User-Agent: a-client-with-a-long-name/1.0\r\nAccept: application/json\r\nX-One: 1\r\n\r\n");
+    EXPECT_EQ(first->target(), "/v2/models/a_long_model_name_here/ready");
+    EXPECT_EQ(first->headers().size(), 4u);
+  }
+  EXPECT_EQ(room.fields.size(), 4u) << "the strings are left for the next request";
+  {
+    auto second = frame("GET /v2 HTTP/1.1\r\nHost: y\r\n\r\n");
+    EXPECT_EQ(second->target(), "/v2");
+    ASSERT_EQ(second->headers().size(), 1u) << "the fields the first request left are not shown";
+    EXPECT_EQ(second->headers()[0].first, "Host");
+    EXPECT_EQ(second->headers()[0].second, "y");
+  }
+  {
+    const std::string big(FramerRoom::kMaxKeptBytes, 'v');
+    auto third = frame("GET /v2 HTTP/1.1\r\nHost: z\r\nX-Big: " + big + "\r\n\r\n");
+    ASSERT_EQ(third->headers().size(), 2u);
+    EXPECT_EQ(third->headers()[1].second, big);
+  }
+  EXPECT_TRUE(room.fields.empty()) << "a room grown past kMaxKeptBytes goes with its framer";
+  auto fourth = frame("GET /v2/health/live HTTP/1.1\r\nHost: w\r\n\r\n");
+  EXPECT_EQ(fourth->target(), "/v2/health/live");
+  EXPECT_EQ(fourth->headers().size(), 1u);
+}
+
 // The transport's half of that path (RequestFramer, http_framing.h): a body of known length has one
 // buffer from its header on, with the byte at Inference-Header-Content-Length 64-byte aligned; what
 // came with the header is copied into it once, what is read into body_tail() is not copied at all,
