@@ -266,6 +266,9 @@ struct PoolEvent {
 };
 
 class ModelPool;
+namespace detail {
+struct PoolEntry;  // a model in a ModelPool (src/pool/model_pool_internal.h)
+}  // namespace detail
 
 struct AcquireOptions {
   std::optional<int64_t> keep_alive_ms;  // this request's keep_alive
@@ -339,6 +342,7 @@ class Lease {
 
   PoolRef pool_;
   std::string name_;
+  detail::PoolEntry* entry_ = nullptr;  // its model's entry, which stays while a lease is out
   std::shared_ptr<Session> session_;
   Reservation r_;
 };
@@ -458,7 +462,7 @@ class ModelPool {
   std::vector<DeviceAdmission> Admission() const;
 
  private:
-  struct Entry;
+  using Entry = detail::PoolEntry;
   friend class Lease;
   friend class MemoryHold;
   void ReleaseHold(const MemoryHold& hold);

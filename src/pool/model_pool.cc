@@ -480,6 +480,7 @@ Result<Lease> ModelPool::HandOutLeaseLocked(Acquisition& a, std::unique_lock<std
   ++generation_;
   e.last_used = Clock::now();
   Lease lease(this, a.name, e.session, a.options.keep_alive_ms);
+  lease.entry_ = &e;
   if (a.run) {
     lease.r_.device = e.device;
     lease.r_.reserved = a.reserved.bytes;
@@ -510,9 +511,9 @@ void ModelPool::Release(Lease& lease) {
     std::lock_guard<std::mutex> lock(mu_);
     --in_flight_;
     ReturnReservationLocked(lease);
-    auto it = entries_.find(lease.name_);
-    if (it != entries_.end()) {
-      Entry& e = *it->second;
+    // The lease's entry: it stays while a lease is out (Remove leaves it to the last one, below).
+    if (lease.entry_) {
+      Entry& e = *lease.entry_;
       --e.in_flight;
       e.last_used = Clock::now();
       const bool same_session = e.session == lease.session_;
@@ -529,7 +530,8 @@ void ModelPool::Release(Lease& lease) {
       }
       if (e.removed && e.in_flight == 0) {  // the last lease of a removed model
         std::erase(all_, &e);
-        entries_.erase(it);
+        const std::string name = e.spec.name;
+        entries_.erase(name);  // destroys e
       }
     }
   }

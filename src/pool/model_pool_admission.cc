@@ -256,15 +256,20 @@ ModelPool::Admit ModelPool::AdmitOrWaitLocked(Entry& e, const AcquireOptions& op
 
 void ModelPool::ReturnReservationLocked(const Lease& lease) {
   if (lease.r_.device.empty()) return;
-  if (auto it = lines_.find(lease.r_.device); it != lines_.end()) {
-    Line& line = *it->second;
+  Line* found = IsCpu(lease.r_.device) ? cpu_line_ : nullptr;  // the CPU's, kept at hand (LineOf)
+  if (!found) {
+    const auto it = lines_.find(lease.r_.device);
+    if (it != lines_.end()) found = it->second.get();
+  }
+  if (found) {
+    Line& line = *found;
     line.reserved -= lease.r_.reserved;
     line.arena_reserved -= lease.r_.arena_reserved;
     --line.runs;
     if (lease.r_.alone) line.alone = false;
   }
   // A removed entry stays while a lease is out (Release erases it), so this is the lease's own.
-  if (auto it = entries_.find(lease.name_); it != entries_.end()) it->second->reserved_bytes -= lease.r_.reserved;
+  if (lease.entry_) lease.entry_->reserved_bytes -= lease.r_.reserved;
 }
 
 bool ModelPool::FirstMeasurementOverKeptArenaLocked(const Entry& e, const Lease& lease) const {

@@ -28,7 +28,7 @@ inline constexpr uint64_t kMeasureEveryMost = 256;
 // finds nothing new.
 inline constexpr int64_t kMeasureSteadySlackBytes = int64_t{1} << 20;
 
-struct ModelPool::Entry {
+struct detail::PoolEntry {
   ModelSpec spec;
   PoolState state = PoolState::kUnloaded;
   std::shared_ptr<Session> session;
