@@ -151,7 +151,7 @@ bool InferenceService::RunsAtOnce(const std::string& model, const std::string& v
   // A model whose last request was slow (or that was never answered: how long it takes is not
   // known) goes to a worker.
   std::lock_guard<std::mutex> lock(stats_mu_);
-  const auto it = stats_.find({model, placed->version});
+  const auto it = stats_.find(VersionLess::View{model, placed->version});
   if (it == stats_.end()) return false;
   const uint64_t last = it->second->last_success_ns;
   return last != 0 && last < static_cast<uint64_t>(limit.count());
@@ -413,8 +413,7 @@ void InferenceService::RecordOutcome(const std::string& model, const std::string
                                      const Timings& t) {
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
-    std::unique_ptr<Counters>& c = stats_[{model, version}];
-    if (!c) c = std::make_unique<Counters>();
+    Counters* c = &CountersLocked(model, version);
     ModelStatistics& s = c->stats;
     if (t.admitted) Add(&s.queue, t.queue);
     if (status.ok()) {
@@ -522,12 +521,16 @@ RunObserver InferenceService::ReleaseCounter(const ModelVersion* counted) {
   };
 }
 
+InferenceService::Counters& InferenceService::CountersLocked(const std::string& model, const std::string& version) {
+  auto it = stats_.find(VersionLess::View{model, version});
+  if (it == stats_.end()) it = stats_.emplace(std::pair(model, version), std::make_unique<Counters>()).first;
+  return *it->second;
+}
+
 void InferenceService::CountRelease(const std::string& model, const std::string& version) {
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
-    std::unique_ptr<Counters>& c = stats_[{model, version}];
-    if (!c) c = std::make_unique<Counters>();
-    ++c->stats.releases;
+    ++CountersLocked(model, version).stats.releases;
   }
   metrics_.CountRelease(model);
 }

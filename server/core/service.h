@@ -60,6 +60,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "admission.h"
@@ -245,8 +247,20 @@ class InferenceService {
   std::atomic<bool> shutting_down_{false};
   std::vector<std::string> required_;  // set before serving, read-only after
 
+  // (model, version) keys, looked up by views too: every request reads its entry.
+  struct VersionLess {
+    using is_transparent = void;
+    using View = std::pair<std::string_view, std::string_view>;
+    static View Of(const std::pair<std::string, std::string>& key) { return {key.first, key.second}; }
+    static View Of(const View& key) { return key; }
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const { return Of(a) < Of(b); }
+  };
+  // The entry of `model` `version`, made when missing. REQUIRES: stats_mu_ held.
+  Counters& CountersLocked(const std::string& model, const std::string& version);
+
   std::mutex stats_mu_;
-  std::map<std::pair<std::string, std::string>, std::unique_ptr<Counters>> stats_;  // guarded by stats_mu_
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<Counters>, VersionLess> stats_;  // guarded by stats_mu_
 
   std::mutex idle_mu_;
   std::condition_variable idle_cv_;
