@@ -108,6 +108,9 @@ class RequestFramer::Parser : public http::basic_parser<true> {
       room_->target.swap(target_);
       room_->fields.swap(headers_);
     }
+    if (room_ && fixed_.byte_size() > 0 && fixed_.byte_size() <= FramerRoom::kMaxKeptBytes) {
+      room_->body = std::move(fixed_);
+    }
   }
 
   size_t Feed(std::string_view data) {
@@ -376,7 +379,11 @@ class RequestFramer::Parser : public http::basic_parser<true> {
     const auto length = static_cast<size_t>(*content_length);
     size_t capacity = length + kBodyAlign;
     if (capacity >= kBodyGranule) capacity = (capacity + kBodyGranule - 1) / kBodyGranule * kBodyGranule;
-    fixed_ = Tensor::Reusable(DataType::kUInt8, {static_cast<int64_t>(capacity)});
+    if (room_ && room_->body.byte_size() >= capacity) {
+      fixed_ = std::move(room_->body);  // a small body's buffer the request before left (FramerRoom)
+    } else {
+      fixed_ = Tensor::Reusable(DataType::kUInt8, {static_cast<int64_t>(capacity)});
+    }
     const size_t aligned_at = aligned_at_ <= length ? aligned_at_ : 0;
     const auto base = reinterpret_cast<uintptr_t>(fixed_.data()) + aligned_at;
     fixed_start_ = (kBodyAlign - base % kBodyAlign) % kBodyAlign;

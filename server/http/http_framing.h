@@ -50,6 +50,8 @@
 #include <utility>
 #include <vector>
 
+#include "ebb/tensor.h"
+
 namespace ebb::server {
 
 struct FramingLimits {
@@ -68,13 +70,16 @@ struct FramingError {
 };
 
 // Room one request's framer leaves to the next one on its connection: the strings its target and
-// header fields were copied into, with their capacity (so that the next request's, as a rule, need
-// no allocation). What they held is never shown to the next request: its framer shows only what
-// it copied there itself. Kept only while small (kMaxKeptBytes of strings).
+// header fields were copied into, with their capacity, and the buffer of a small body of known
+// length (so that the next request's, as a rule, need no allocation). What they held is never
+// shown to the next request: its framer shows only what it wrote there itself. Kept only while
+// small (kMaxKeptBytes of strings, a body buffer of at most kMaxKeptBytes): a connection keeps at
+// most 8 KiB of it.
 struct FramerRoom {
   static constexpr size_t kMaxKeptBytes = 4096;
   std::string target;
   std::vector<std::pair<std::string, std::string>> fields;
+  Tensor body;
 };
 
 class RequestFramer {

@@ -619,7 +619,11 @@ TEST(FramerRoom, EachRequestShowsOnlyItsOwnTargetAndFields) {
   FramerRoom room;
   auto frame = [&](const std::string& request) {
     auto framer = std::make_unique<RequestFramer>(FramingLimits{}, [](size_t) { return true; }, &room);
-    EXPECT_EQ(framer->Feed(request), request.size());
+    size_t used = 0;  // Feed stops at the end of the header, then takes the body
+    for (int feeds = 0; feeds < 4 && used < request.size(); ++feeds) {
+      used += framer->Feed(std::string_view(request).substr(used));
+    }
+    EXPECT_EQ(used, request.size());
     EXPECT_EQ(framer->state(), RequestFramer::State::kComplete) << framer->error().message;
     return framer;
   };
@@ -647,6 +651,31 @@ TEST(FramerRoom, EachRequestShowsOnlyItsOwnTargetAndFields) {
   auto fourth = frame("GET /v2/health/live HTTP/1.1\r\nHost: w\r\n\r\n");
   EXPECT_EQ(fourth->target(), "/v2/health/live");
   EXPECT_EQ(fourth->headers().size(), 1u);
+  fourth.reset();
+
+  // A small body's buffer goes on to the next request of a size it holds; each shows its own bytes.
+  auto post = [](const std::string& body) {
+    return "POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
+           "\r\n\r\n" + body;
+  };
+  const char* first_body_at = nullptr;
+  {
+    auto with_body = frame(post(std::string(700, 'a')));
+    EXPECT_EQ(with_body->body(), std::string(700, 'a'));
+    first_body_at = with_body->body().data();
+  }
+  EXPECT_GT(room.body.byte_size(), 0u);
+  {
+    auto shorter = frame(post("{\"b\": 1}"));
+    EXPECT_EQ(shorter->body(), "{\"b\": 1}") << "only this request's bytes, none the one before left";
+    EXPECT_GE(shorter->body().data(), first_body_at - 64) << "the same buffer";
+    EXPECT_LE(shorter->body().data(), first_body_at + 64);
+  }
+  {
+    auto larger = frame(post(std::string(3 * FramerRoom::kMaxKeptBytes, 'c')));
+    EXPECT_EQ(larger->body(), std::string(3 * FramerRoom::kMaxKeptBytes, 'c'));
+  }
+  EXPECT_LE(room.body.byte_size(), FramerRoom::kMaxKeptBytes) << "a large body's buffer is not kept";
 }
 
 // The transport's half of that path (RequestFramer, http_framing.h): a body of known length has one
