@@ -107,14 +107,16 @@ bool Compress(std::string& body, bool gzip) {
   return true;
 }
 
-// The status line and header fields of a reply. The transport formats them itself (a status line
-// and a few fields), so that a reply goes out in one gathered write with its body.
-std::string FormatHead(const HttpReply& reply, size_t content_length, std::string_view connection) {
+// The status line and header fields of a reply, written into *out (cleared first; its capacity,
+// kept from the connection's reply before, serves as a rule). The transport formats them itself (a
+// status line and a few fields), so that a reply goes out in one gathered write with its body.
+void FormatHead(const HttpReply& reply, size_t content_length, std::string_view connection, std::string* out) {
   const auto reason = boost::beast::http::obsolete_reason(static_cast<boost::beast::http::status>(reply.status));
   size_t size = 128 + reason.size() + std::string_view(reply.content_type).size() + connection.size();
   for (const auto& [name, value] : reply.headers) size += name.size() + value.size() + 4;
-  std::string head;
-  head.reserve(size);  // one allocation
+  std::string& head = *out;
+  head.clear();
+  head.reserve(size);  // at most one allocation
   char number[24];
   const auto append_number = [&](auto n) { head.append(number, std::to_chars(number, number + sizeof number, n).ptr); };
   head += "HTTP/1.1 ";
@@ -136,7 +138,6 @@ std::string FormatHead(const HttpReply& reply, size_t content_length, std::strin
     head += connection;
   }
   head += "\r\n\r\n";
-  return head;
 }
 
 class Connection;
@@ -476,6 +477,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       // and keeps the function small enough to be stored without an allocation.
       request.cancelled = [gone = &client_gone_] { return gone->load(); };
     }
+    request.headers = std::move(header_views_);  // the list the request before had (its capacity)
+    request.headers.clear();
     request.headers.reserve(framer_->headers().size());
     for (const auto& [name, value] : framer_->headers()) request.headers.emplace_back(name, value);
     HttpReply reply;
@@ -492,6 +495,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       reply.headers.emplace_back("Content-Encoding", coding);
       reply.headers.emplace_back("Vary", "Accept-Encoding");
     }
+    header_views_ = std::move(request.headers);  // for the next request
     return reply;
   }
 
@@ -540,7 +544,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const bool closing = !keep_alive_ || t_.stopping;  // as OnWritten decides
     const std::string_view connection = closing ? "close" : http10_ ? "keep-alive" : "";
     Outgoing out;
-    out.head = FormatHead(reply, reply.body_size(), connection);
+    out.head = std::move(head_room_);  // the string the reply before went out in
+    FormatHead(reply, reply.body_size(), connection, &out.head);
     if (!head_request_) {
       out.body = std::move(reply.body);
       out.tail = std::move(reply.tail);
@@ -585,6 +590,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void OnWritten(const error_code& ec) {
     if (phase_ != Phase::kWriting) return;
+    head_room_ = std::move(reply_.head);  // kept for the next reply's head (Prepare)
     reply_ = Outgoing();  // frees the body, and the outputs its tail viewed
     if (ec) return CloseNow();
     if (!keep_alive_ || t_.stopping) return LingeringClose();
@@ -696,6 +702,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Phase phase_ = Phase::kIdle;
   boost::beast::flat_buffer buffer_;        // received, not yet framed
   FramerRoom framer_room_;  // what one request's framer leaves to the next (declared first: it outlives framer_)
+  // What one request's handling leaves to the next, for their capacity: the list of its header
+  // fields' views (Handle) and the string its reply's head went out in (Prepare, OnWritten). Used
+  // by one request at a time, on whichever thread handles it.
+  std::vector<std::pair<std::string_view, std::string_view>> header_views_;
+  mutable std::string head_room_;
   std::optional<RequestFramer> framer_;  // the request being read or handled (in place: no allocation)
   RestApi::Route route_;                   // where it goes (found in Dispatch)
   bool keep_alive_ = true;
