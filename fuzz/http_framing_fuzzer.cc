@@ -3,7 +3,7 @@
 // into reads of a size the first byte chooses, possibly several pipelined requests. Checked: no
 // crash (ASan/UBSan), every request either comes out whole and within the limits or fails with
 // one of the framing statuses and a message, the body budget is never overdrawn, and the
-// framer ends in a final state at end of input.
+// framer ends in a final state at end of input. Pipelined requests' framers share one FramerRoom.
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -43,7 +43,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     in_flight += n;
     return true;
   };
-  auto framer = std::make_unique<RequestFramer>(limits, reserve);
+  // The room a connection's framers pass on (strings and a small body's buffer), as the transport does.
+  ebb::server::FramerRoom room;
+  auto framer = std::make_unique<RequestFramer>(limits, reserve, &room);
   std::string pending;  // received, not yet used
   size_t offset = 0;
   for (;;) {
@@ -66,7 +68,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         Check(framer->body().size() <= limits.max_body_bytes);
         Check(framer->reserved_bytes() == framer->body().size() && in_flight == framer->body().size());
         in_flight = 0;  // the transport gives the budget back once the request is answered
-        framer = std::make_unique<RequestFramer>(limits, reserve);
+        framer.reset();  // gives its room back before the next one takes it
+        framer = std::make_unique<RequestFramer>(limits, reserve, &room);
         continue;
       }
       if (used == 0 || pending.empty()) break;  // needs more bytes
