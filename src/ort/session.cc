@@ -348,12 +348,16 @@ Status RunOnce(SessionState& s, const std::string& model, const PreparedInputs& 
   PerRun<const char*> out_names(memory);
   out_names.reserve(out_index.size());
   for (size_t i : out_index) out_names.push_back(s.output_names[i]);
-  // Preallocated outputs' wrappers, or nulls where ORT allocates them (then owned by `owner`).
+  // Preallocated outputs' wrappers (lent by `owner`), or nulls where ORT allocates them (then `allocated`).
   PerRun<OrtValue*> values(known ? 0 : out_index.size(), nullptr, memory);
   values.reserve(out_index.size());
   RunValues owner(s.wrappers, memory);
+  // What ORT allocates, owned (and released when this returns) as soon as the run ends: the room
+  // for it is made before, so that taking it over cannot fail.
+  PerRun<Ort::Value> allocated(memory);
   results->reserve(out_index.size());
   try {
+    if (!known) allocated.reserve(out_index.size());
     for (size_t i = 0; known && i < out_index.size(); ++i) {
       const DataType type = s.outputs[out_index[i]].type;
       const Shape& shape = (*known)[out_index[i]];
@@ -377,8 +381,6 @@ Status RunOnce(SessionState& s, const std::string& model, const PreparedInputs& 
     return StatusFromMessage(ORT_FAIL, e.what(), "run of model '" + model + "'", s.arena_desc);
   }
   if (known) return Status::Ok();
-  PerRun<Ort::Value> allocated(memory);  // what ORT allocated, released when this returns
-  allocated.reserve(values.size());
   for (OrtValue* value : values) allocated.emplace_back(value);
   std::vector<Shape> seen(s.outputs.size());
   for (size_t k = 0; k < allocated.size(); ++k) {
