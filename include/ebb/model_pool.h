@@ -566,6 +566,8 @@ class ModelPool {
   // The entry of `name`, or null when unknown or removed. REQUIRES: mu_ held. Every wait on
   // changed_ may end with the entry erased (Remove, Release): callers look it up again after each.
   Entry* FindLocked(const std::string& name) const;
+  // Forgets an entry: out of entries_ and all_ together (the only way one leaves them). Destroys *e.
+  void EraseEntryLocked(Entry* e);
   int64_t ChargeOf(const Entry& e) const;
   int64_t UsedLocked(const std::string& device) const;
   std::string DeviceOf(const Entry& e) const;

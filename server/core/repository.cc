@@ -250,20 +250,29 @@ Result<std::string> ModelRepository::ResolveVersion(const std::string& name, con
   return VersionAmong(name, model->versions, version);
 }
 
+std::optional<Result<ModelRepository::Resolved>> ModelRepository::ResolveRegistered(const std::string& name,
+                                                                                 const std::string& version,
+                                                                                 ModelConfig* config) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = models_.find(name);
+  if (it == models_.end()) return std::nullopt;
+  const ModelFolder& model = it->second;
+  Result<std::string> resolved = VersionAmong(name, model.versions, version);
+  if (!resolved.ok()) return Result<Resolved>(resolved.status());
+  if (config != nullptr) *config = model.config;
+  Resolved out;
+  out.pool_name = PoolName(model, *resolved);
+  out.version = std::move(resolved).value();
+  return Result<Resolved>(std::move(out));
+}
+
 std::optional<ModelRepository::Placed> ModelRepository::PlacedNow(const std::string& name,
                                                                   const std::string& version) {
-  std::string pool_name;
+  std::optional<Result<Resolved>> resolved = ResolveRegistered(name, version);
+  if (!resolved || !resolved->ok()) return std::nullopt;
   Placed placed;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    const auto it = models_.find(name);
-    if (it == models_.end()) return std::nullopt;
-    Result<std::string> resolved = VersionAmong(name, it->second.versions, version);
-    if (!resolved.ok()) return std::nullopt;
-    placed.version = std::move(resolved).value();
-    pool_name = PoolName(it->second, placed.version);
-  }
-  placed.ready = pool_->IsReady(pool_name);
+  placed.ready = pool_->IsReady((*resolved)->pool_name);
+  placed.version = std::move((*resolved)->version);
   return placed;
 }
 
@@ -453,23 +462,14 @@ Result<ModelHandle> ModelRepository::Acquire(const std::string& name, const std:
 
 Status ModelRepository::RunWithRecovery(const std::string& name, const std::string& version, AcquireOptions options,
                                         const RunBody& body) {
-  // A model registered already (every request's case): its config copied and its pool name made
-  // under one lock, without a copy of the whole folder; else registered (read) first.
+  // A model registered already (every request's case) is resolved without a copy of its folder;
+  // else it is registered (read) first.
   ModelConfig config;
   std::string pool_name;
-  bool found = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (const auto it = models_.find(name); it != models_.end()) {
-      const ModelFolder& model = it->second;
-      Result<std::string> resolved = VersionAmong(name, model.versions, version);
-      if (!resolved.ok()) return resolved.status();
-      config = model.config;
-      pool_name = PoolName(model, *resolved);
-      found = true;
-    }
-  }
-  if (!found) {
+  if (std::optional<Result<Resolved>> registered = ResolveRegistered(name, version, &config)) {
+    if (!registered->ok()) return registered->status();
+    pool_name = std::move((*registered)->pool_name);
+  } else {
     auto model = Register(name, /*reread=*/false);
     if (!model.ok()) return model.status();
     auto resolved = ResolveVersion(name, version);

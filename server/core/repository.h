@@ -219,6 +219,15 @@ class ModelRepository {
   Result<ModelFolder> Register(const std::string& name, bool reread, std::optional<ModelConfig> config = std::nullopt);
   Result<ModelFolder> Read(const std::string& name, std::optional<ModelConfig> config) const;
   std::string PoolName(const ModelFolder& model, const std::string& version) const;
+  // A registered model's resolved version and pool name, and its config into *config when given,
+  // read under one lock without copying the folder (every request asks). nullopt: not registered
+  // (nothing read; the caller registers it). Errors: as ResolveVersion.
+  struct Resolved {
+    std::string version;
+    std::string pool_name;
+  };
+  std::optional<Result<Resolved>> ResolveRegistered(const std::string& name, const std::string& version,
+                                                    ModelConfig* config = nullptr);
   std::string ModelPath(const ModelFolder& model, const std::string& version) const;
   Status LoadFailure(const std::string& name, const Status& status) const;
 

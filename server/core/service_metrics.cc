@@ -95,7 +95,7 @@ void ServiceMetrics::SetOperationProgress(const std::string& model, double done,
 
 void ServiceMetrics::ForgetModel(const std::string& model) {
   std::lock_guard<std::mutex> lock(outcome_mu_);
-  if (const auto it = outcome_.find(model); it != outcome_.end()) outcome_.erase(it);
+  outcome_.erase(model);
   registry_.RemoveSeries("model", model);
 }
 

@@ -152,6 +152,12 @@ ModelPool::Entry* ModelPool::FindLocked(const std::string& name) const {
   return it == entries_.end() || it->second->removed ? nullptr : it->second.get();
 }
 
+void ModelPool::EraseEntryLocked(Entry* e) {
+  std::erase(all_, e);
+  const std::string name = e->spec.name;  // the key outlives the entry it names
+  entries_.erase(name);
+}
+
 bool ModelPool::Contains(const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
   return FindLocked(name) != nullptr;
@@ -529,9 +535,7 @@ void ModelPool::Release(Lease& lease) {
         EvictLocked(e, EvictReason::kKeepAlive, &events);
       }
       if (e.removed && e.in_flight == 0) {  // the last lease of a removed model
-        std::erase(all_, &e);
-        const std::string name = e.spec.name;
-        entries_.erase(name);  // destroys e
+        EraseEntryLocked(&e);
       }
     }
   }
@@ -656,8 +660,7 @@ Status ModelPool::Remove(const std::string& name) {
     // A lease still out decrements its entry when it ends (Release erases it then): until
     // then it stays, unloaded and invisible.
     if (e->in_flight == 0) {
-      std::erase(all_, e);
-      entries_.erase(name);
+      EraseEntryLocked(e);
     } else {
       e->removed = true;
     }
