@@ -124,7 +124,7 @@ std::string ModelRepository::PoolName(const ModelFolder& model, const std::strin
 std::string ModelRepository::ModelPath(const ModelFolder& model, const std::string& version) const {
   if (!model.file.empty()) return model.file;
   const fs::path folder = fs::path(options_.root) / model.name;
-  if (model.config.kind == ModelKind::kOcr) return (folder / model.config.ocr.detector / "model.onnx").lexically_normal().string();
+  if (model.config->kind == ModelKind::kOcr) return (folder / model.config->ocr.detector / "model.onnx").lexically_normal().string();
   return ((model.versioned ? folder / version : folder) / "model.onnx").string();
 }
 
@@ -140,7 +140,7 @@ Result<ModelFolder> ModelRepository::Read(const std::string& name, std::optional
   }
   auto labels = ReadLabels(*folder, ConfinedTo());
   if (!labels.ok()) return labels.status();
-  ModelFolder model{name, !layout.flat_model, {}, {}, config.has_value(), false, *labels};
+  ModelFolder model{name, !layout.flat_model, {}, nullptr, config.has_value(), false, *labels};  // config: below
   if (layout.flat_model && !layout.versions.empty()) {
     return InvalidArgument("model '" + name + "' has both model.onnx and version folders with one; keep one layout");
   }
@@ -149,19 +149,19 @@ Result<ModelFolder> ModelRepository::Read(const std::string& name, std::optional
                            ")");
   }
   if (config) {
-    model.config = *config;
+    model.config = std::make_shared<const ModelConfig>(*config);
   } else {
     auto read = LoadModelConfig(*folder, ConfinedTo());
     if (!read.ok()) return read.status();
-    model.config = *read;
+    model.config = std::make_shared<const ModelConfig>(std::move(read).value());
     std::error_code ec;
     model.config_file = fs::exists(fs::path(*folder) / "config.json", ec);
   }
-  const std::string& device = model.config.device.empty() ? options_.default_device : model.config.device;
+  const std::string& device = model.config->device.empty() ? options_.default_device : model.config->device;
   if (auto parsed = DeviceRequest::Parse(device); !parsed.ok()) {
     return Status(parsed.status().code(), name + "/config.json: " + parsed.status().message());
   }
-  const ModelConfig& c = model.config;
+  const ModelConfig& c = *model.config;
   if (!model.versioned) {
     if (c.all_versions || (!c.versions.empty() && c.versions != std::vector<int64_t>{1})) {
       return InvalidArgument("model '" + name + "': config.versions names versions, but the folder is flat " +
@@ -197,7 +197,7 @@ Result<ModelFolder> ModelRepository::Register(const std::string& name, bool rere
     auto it = models_.find(name);
     if (it != models_.end() && !it->second.file.empty()) {  // attached: registered by Attach only
       if (config) {
-        it->second.config = *config;
+        it->second.config = std::make_shared<const ModelConfig>(*config);
         it->second.config_from_request = true;
       }
       return it->second;
@@ -222,7 +222,7 @@ Result<ModelFolder> ModelRepository::Register(const std::string& name, bool rere
         if (!kept) stale.push_back(old_name);
       }
     }
-    const ModelConfig& c = model->config;
+    const ModelConfig& c = *model->config;
     const auto device = DeviceRequest::Parse(c.device.empty() ? options_.default_device : c.device);
     for (const std::string& v : model->versions) {
       pool_->Add({PoolName(*model, v), ModelPath(*model, v), {.device = *device, .graph_optimization = c.graph_optimization},
@@ -250,30 +250,30 @@ Result<std::string> ModelRepository::ResolveVersion(const std::string& name, con
   return VersionAmong(name, model->versions, version);
 }
 
-std::optional<Result<ModelRepository::Resolved>> ModelRepository::ResolveRegistered(const std::string& name,
-                                                                                 const std::string& version,
-                                                                                 ModelConfig* config) {
+bool ModelRepository::ResolveRegistered(const std::string& name, const std::string& version, Resolved* out,
+                                        Status* status, std::shared_ptr<const ModelConfig>* config) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto it = models_.find(name);
-  if (it == models_.end()) return std::nullopt;
+  if (it == models_.end()) return false;
   const ModelFolder& model = it->second;
   Result<std::string> resolved = VersionAmong(name, model.versions, version);
-  if (!resolved.ok()) return Result<Resolved>(resolved.status());
+  if (!resolved.ok()) {
+    *status = resolved.status();
+    return true;
+  }
   if (config != nullptr) *config = model.config;
-  Resolved out;
-  out.pool_name = PoolName(model, *resolved);
-  out.version = std::move(resolved).value();
-  return Result<Resolved>(std::move(out));
+  out->pool_name = PoolName(model, *resolved);
+  out->version = std::move(resolved).value();
+  *status = Status::Ok();
+  return true;
 }
 
 std::optional<ModelRepository::Placed> ModelRepository::PlacedNow(const std::string& name,
                                                                   const std::string& version) {
-  std::optional<Result<Resolved>> resolved = ResolveRegistered(name, version);
-  if (!resolved || !resolved->ok()) return std::nullopt;
-  Placed placed;
-  placed.ready = pool_->IsReady((*resolved)->pool_name);
-  placed.version = std::move((*resolved)->version);
-  return placed;
+  Resolved resolved;
+  Status status;
+  if (!ResolveRegistered(name, version, &resolved, &status) || !status.ok()) return std::nullopt;
+  return Placed{std::move(resolved.version), pool_->IsReady(resolved.pool_name)};
 }
 
 std::vector<ModelInfo> ModelRepository::Index() {
@@ -404,7 +404,8 @@ Status ModelRepository::Attach(const std::string& name, const ModelFile& file, b
   if (replaced) (void)pool_->Unload(name);  // another file (or a folder model) under this name
   std::error_code ec;
   const bool config_file = fs::exists(folder / "config.json", ec);
-  ModelFolder model{name, false, {file.version}, *config, false, config_file, *labels, file.path};
+  ModelFolder model{name, false, {file.version}, std::make_shared<const ModelConfig>(*config), false, config_file,
+                    *labels, file.path};
   std::lock_guard<std::mutex> lock(mu_);
   pool_->Add({name, file.path, {.device = *device, .graph_optimization = config->graph_optimization},
               pinned || config->pinned, config->keep_alive_ms});
@@ -457,25 +458,26 @@ Result<ModelHandle> ModelRepository::Acquire(const std::string& name, const std:
   auto lease = pool_->Acquire(PoolName(*model, *resolved),
                               {.keep_alive_ms = keep_alive_ms, .load_on_demand = options_.load_on_demand});
   if (!lease.ok()) return LoadFailure(name, lease.status());
-  return ModelHandle{name, *resolved, model->config, std::move(lease).value()};
+  return ModelHandle{name, *resolved, *model->config, std::move(lease).value()};
 }
 
 Status ModelRepository::RunWithRecovery(const std::string& name, const std::string& version, AcquireOptions options,
                                         const RunBody& body) {
   // A model registered already (every request's case) is resolved without a copy of its folder;
   // else it is registered (read) first.
-  ModelConfig config;
-  std::string pool_name;
-  if (std::optional<Result<Resolved>> registered = ResolveRegistered(name, version, &config)) {
-    if (!registered->ok()) return registered->status();
-    pool_name = std::move((*registered)->pool_name);
+  std::shared_ptr<const ModelConfig> config;
+  Resolved resolved;
+  Status status;
+  const std::string& pool_name = resolved.pool_name;
+  if (ResolveRegistered(name, version, &resolved, &status, &config)) {
+    if (!status.ok()) return status;
   } else {
     auto model = Register(name, /*reread=*/false);
     if (!model.ok()) return model.status();
-    auto resolved = ResolveVersion(name, version);
-    if (!resolved.ok()) return resolved.status();
+    auto version_now = ResolveVersion(name, version);
+    if (!version_now.ok()) return version_now.status();
     config = model->config;
-    pool_name = PoolName(*model, *resolved);
+    resolved.pool_name = PoolName(*model, *version_now);
   }
   options.load_on_demand = options_.load_on_demand;
   // Behind one reference: a std::function holds a functor of two pointers without an allocation.
@@ -483,7 +485,7 @@ Status ModelRepository::RunWithRecovery(const std::string& name, const std::stri
     const RunBody& body;
     const ModelConfig& config;
     bool ran = false;
-  } run{body, config};
+  } run{body, *config};
   Status st = pool_->RunWithRecovery(pool_name, options, [&run](const std::shared_ptr<Session>& session) {
     run.ran = true;
     return run.body(run.config, session);

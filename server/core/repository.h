@@ -91,7 +91,9 @@ struct ModelFolder {
   std::string name;
   bool versioned = false;             // version sub-folders (else a flat folder: version "1")
   std::vector<std::string> versions;  // served, in ascending order
-  ModelConfig config;                 // config.json, or the last load request's configuration
+  // config.json, or the last load request's configuration (never null; shared and never changed in
+  // place, so that every request takes it without a copy: a new configuration replaces the pointer)
+  std::shared_ptr<const ModelConfig> config = std::make_shared<const ModelConfig>();
   bool config_from_request = false;
   bool config_file = false;           // the folder has a config.json (else `config` is the defaults)
   // labels.txt (never null; shared, since a ModelFolder is copied for every request)
@@ -219,15 +221,15 @@ class ModelRepository {
   Result<ModelFolder> Register(const std::string& name, bool reread, std::optional<ModelConfig> config = std::nullopt);
   Result<ModelFolder> Read(const std::string& name, std::optional<ModelConfig> config) const;
   std::string PoolName(const ModelFolder& model, const std::string& version) const;
-  // A registered model's resolved version and pool name, and its config into *config when given,
-  // read under one lock without copying the folder (every request asks). nullopt: not registered
-  // (nothing read; the caller registers it). Errors: as ResolveVersion.
+  // For a registered model (true; nothing is read otherwise, and the caller registers it): its
+  // resolved version and pool name into *out, and its config into *config when given, under one
+  // lock without a copy of the folder (every request asks); *status as ResolveVersion's.
   struct Resolved {
     std::string version;
     std::string pool_name;
   };
-  std::optional<Result<Resolved>> ResolveRegistered(const std::string& name, const std::string& version,
-                                                    ModelConfig* config = nullptr);
+  bool ResolveRegistered(const std::string& name, const std::string& version, Resolved* out, Status* status,
+                         std::shared_ptr<const ModelConfig>* config = nullptr);
   std::string ModelPath(const ModelFolder& model, const std::string& version) const;
   Status LoadFailure(const std::string& name, const Status& status) const;
 

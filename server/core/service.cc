@@ -167,15 +167,15 @@ Result<ModelConfiguration> InferenceService::Configuration(const std::string& mo
   ModelConfiguration c;
   c.name = model;
   for (const std::string& v : folder->versions) c.versions.push_back(std::stoll(v));
-  if (folder->config.all_versions) {
+  if (folder->config->all_versions) {
     c.version_policy = ModelConfiguration::VersionPolicy::kAll;
-  } else if (!folder->config.versions.empty()) {
+  } else if (!folder->config->versions.empty()) {
     c.version_policy = ModelConfiguration::VersionPolicy::kSpecific;
   }
   c.inputs = signature->inputs;
   c.outputs = signature->outputs;
   if (!folder->labels->empty()) c.label_filename = "labels.txt";
-  c.config = folder->config;
+  c.config = *folder->config;
   if (c.config.device.empty()) c.config.device = repository_->default_device();  // the device it is loaded for
   c.config_from_request = folder->config_from_request;
   c.config_file = folder->config_file;

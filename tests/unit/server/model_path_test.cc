@@ -326,7 +326,7 @@ TEST_F(RepositoryLinksTest, LinksOutOfTheRepositoryAreFollowedByDefault) {
     auto handle = repository->Acquire(name);
     EXPECT_TRUE(handle.ok()) << handle.status().ToString();
   }
-  EXPECT_EQ(repository->Folder("hf_tiny")->config.device, "cpu") << "config.json, a link into blobs/, was read";
+  EXPECT_EQ(repository->Folder("hf_tiny")->config->device, "cpu") << "config.json, a link into blobs/, was read";
   EXPECT_TRUE(repository->Problems().empty());
   // A name is still one component of the repository.
   EXPECT_EQ(repository->Load("../hf").code(), StatusCode::kInvalidArgument);
