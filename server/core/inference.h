@@ -79,7 +79,7 @@ struct InferResponse {
   std::vector<NamedTensor> outputs;
   // The outputs and the reply encoded from them, reserved against the memory budget until the
   // response goes (ModelPool::HoldMemory): they outlive the run's lease.
-  std::shared_ptr<const MemoryHold> memory;
+  MemoryHold memory;
 };
 
 // A request parameter as the protocols carry them (KServe: bool, int64,

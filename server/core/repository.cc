@@ -250,8 +250,8 @@ Result<std::string> ModelRepository::ResolveVersion(const std::string& name, con
   return VersionAmong(name, model->versions, version);
 }
 
-bool ModelRepository::ResolveRegistered(const std::string& name, const std::string& version, Resolved* out,
-                                        Status* status, std::shared_ptr<const ModelConfig>* config) {
+bool ModelRepository::ResolveRegistered(const std::string& name, const std::string& version, Route* out,
+                                        Status* status) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto it = models_.find(name);
   if (it == models_.end()) return false;
@@ -261,19 +261,33 @@ bool ModelRepository::ResolveRegistered(const std::string& name, const std::stri
     *status = resolved.status();
     return true;
   }
-  if (config != nullptr) *config = model.config;
+  out->config = model.config;
   out->pool_name = PoolName(model, *resolved);
   out->version = std::move(resolved).value();
   *status = Status::Ok();
   return true;
 }
 
+Status ModelRepository::Resolve(const std::string& name, const std::string& version, Route* route) {
+  route->name = name;
+  Status status;
+  if (ResolveRegistered(name, version, route, &status)) return status;
+  auto model = Register(name, /*reread=*/false);
+  if (!model.ok()) return model.status();
+  Result<std::string> resolved = VersionAmong(name, model->versions, version);
+  if (!resolved.ok()) return resolved.status();
+  route->config = model->config;
+  route->pool_name = PoolName(*model, *resolved);
+  route->version = std::move(resolved).value();
+  return Status::Ok();
+}
+
 std::optional<ModelRepository::Placed> ModelRepository::PlacedNow(const std::string& name,
                                                                   const std::string& version) {
-  Resolved resolved;
+  Route route;
   Status status;
-  if (!ResolveRegistered(name, version, &resolved, &status) || !status.ok()) return std::nullopt;
-  return Placed{std::move(resolved.version), pool_->IsReady(resolved.pool_name)};
+  if (!ResolveRegistered(name, version, &route, &status) || !status.ok()) return std::nullopt;
+  return Placed{std::move(route.version), pool_->IsReady(route.pool_name)};
 }
 
 std::vector<ModelInfo> ModelRepository::Index() {
@@ -463,37 +477,27 @@ Result<ModelHandle> ModelRepository::Acquire(const std::string& name, const std:
 
 Status ModelRepository::RunWithRecovery(const std::string& name, const std::string& version, AcquireOptions options,
                                         const RunBody& body) {
-  // A model registered already (every request's case) is resolved without a copy of its folder;
-  // else it is registered (read) first.
-  std::shared_ptr<const ModelConfig> config;
-  Resolved resolved;
-  Status status;
-  const std::string& pool_name = resolved.pool_name;
-  if (ResolveRegistered(name, version, &resolved, &status, &config)) {
-    if (!status.ok()) return status;
-  } else {
-    auto model = Register(name, /*reread=*/false);
-    if (!model.ok()) return model.status();
-    auto version_now = ResolveVersion(name, version);
-    if (!version_now.ok()) return version_now.status();
-    config = model->config;
-    resolved.pool_name = PoolName(*model, *version_now);
-  }
+  Route route;
+  EBB_RETURN_IF_ERROR(Resolve(name, version, &route));
+  return RunWithRecovery(route, std::move(options), body);
+}
+
+Status ModelRepository::RunWithRecovery(const Route& route, AcquireOptions options, const RunBody& body) {
   options.load_on_demand = options_.load_on_demand;
   // Behind one reference: a std::function holds a functor of two pointers without an allocation.
   struct Run {
     const RunBody& body;
     const ModelConfig& config;
     bool ran = false;
-  } run{body, *config};
-  Status st = pool_->RunWithRecovery(pool_name, options, [&run](const std::shared_ptr<Session>& session) {
+  } run{body, *route.config};
+  Status st = pool_->RunWithRecovery(route.pool_name, options, [&run](const std::shared_ptr<Session>& session) {
     run.ran = true;
     return run.body(run.config, session);
   });
   if (run.ran || st.code() == StatusCode::kCancelled) return st;
   // A run refused or timed out while waiting for memory found its model loaded: not a load failure.
-  if (auto status = pool_->StatusOf(pool_name); status.ok() && status->state == PoolState::kReady) return st;
-  return LoadFailure(name, st);
+  if (auto status = pool_->StatusOf(route.pool_name); status.ok() && status->state == PoolState::kReady) return st;
+  return LoadFailure(route.name, st);
 }
 
 }  // namespace ebb::server

@@ -194,6 +194,17 @@ class ModelRepository {
   // kResourceExhausted, so a body must be safe to call again after it failed.
   // Its Status is RunWithRecovery's. The references are valid during the call.
   using RunBody = std::function<Status(const ModelConfig& config, const std::shared_ptr<Session>& session)>;
+  // A request's way to a served version, found once (Resolve) and then run on (RunWithRecovery
+  // below): what `version` ("" = the default) resolves to, its name in the pool and its
+  // configuration as it was when resolved.
+  struct Route {
+    std::string name;
+    std::string version;
+    std::string pool_name;
+    std::shared_ptr<const ModelConfig> config;
+  };
+  // Registers the model first when it is not yet. Errors: as Info.
+  Status Resolve(const std::string& name, const std::string& version, Route* route);
   // Runs `body` on a version of the model with the pool's admission by memory
   // (`options.run_elements`, deadline, cancellation) and its out-of-memory
   // recovery: on kResourceExhausted, idle models are evicted, arenas trimmed,
@@ -201,6 +212,8 @@ class ModelRepository {
   // the repository's.
   Status RunWithRecovery(const std::string& name, const std::string& version, AcquireOptions options,
                          const RunBody& body);
+  // The same on a route Resolve found (the request that resolved it runs on what it resolved).
+  Status RunWithRecovery(const Route& route, AcquireOptions options, const RunBody& body);
 
   const std::string& root() const { return options_.root; }
   // The device of models whose configuration names none (ebb serve --device).
@@ -222,14 +235,9 @@ class ModelRepository {
   Result<ModelFolder> Read(const std::string& name, std::optional<ModelConfig> config) const;
   std::string PoolName(const ModelFolder& model, const std::string& version) const;
   // For a registered model (true; nothing is read otherwise, and the caller registers it): its
-  // resolved version and pool name into *out, and its config into *config when given, under one
-  // lock without a copy of the folder (every request asks); *status as ResolveVersion's.
-  struct Resolved {
-    std::string version;
-    std::string pool_name;
-  };
-  bool ResolveRegistered(const std::string& name, const std::string& version, Resolved* out, Status* status,
-                         std::shared_ptr<const ModelConfig>* config = nullptr);
+  // route into *out (all but the name) under one lock, without a copy of the folder (every request
+  // asks); *status as ResolveVersion's.
+  bool ResolveRegistered(const std::string& name, const std::string& version, Route* out, Status* status);
   std::string ModelPath(const ModelFolder& model, const std::string& version) const;
   Status LoadFailure(const std::string& name, const Status& status) const;
 

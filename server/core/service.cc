@@ -286,12 +286,14 @@ Result<InferResponse> InferenceService::Infer(const std::string& model, const st
   if (shutting_down_) return Unavailable("server is shutting down; retry on another instance");
   // An unknown model or version is answered before any statistic or metric,
   // so that a client cannot create entries or label values at will.
-  Result<std::string> resolved = repository_->ResolveVersion(model, version);
-  if (!resolved.ok()) return resolved.status();
+  // The route found here is the one the request runs on (one lookup of the model a request).
+  ModelRepository::Route route;
+  if (Status found = repository_->Resolve(model, version, &route); !found.ok()) return found;
+  const std::string& resolved = route.version;
   Timings t;
   auto finish = [&](const Status& st) {
     t.total = NanosSince(start);
-    RecordOutcome(model, *resolved, st, t);
+    RecordOutcome(model, resolved, st, t);
     return st;
   };
 
@@ -328,7 +330,7 @@ Result<InferResponse> InferenceService::Infer(const std::string& model, const st
   // A request of a sequence: checked and counted in before its run, out after it, whatever happened.
   const SequenceControl& sequence = request->sequence;
   if (sequence.in_sequence()) {
-    if (Status entered = sequences_->Enter(model, *resolved, sequence); !entered.ok()) return finish(entered);
+    if (Status entered = sequences_->Enter(model, resolved, sequence); !entered.ok()) return finish(entered);
   }
   bool executed = false, succeeded = false;
   struct LeaveSequence {
@@ -348,8 +350,8 @@ Result<InferResponse> InferenceService::Infer(const std::string& model, const st
         if (!executed) self->CountRelease(model, version);
       }
     }
-  } leave{this, model, *resolved, sequence, executed, succeeded};
-  InferResponse response{model, *resolved, request->id, {}};
+  } leave{this, model, resolved, sequence, executed, succeeded};
+  InferResponse response{model, resolved, request->id, {}};
   AcquireOptions acquire;
   acquire.keep_alive_ms = request->keep_alive_ms;
   acquire.run_elements = InputElements(request->inputs);
@@ -364,7 +366,7 @@ Result<InferResponse> InferenceService::Infer(const std::string& model, const st
     Timings& t;
     InferResponse& response;
     bool& executed;
-  } place{model, *resolved, *request, t, response, executed};
+  } place{model, resolved, *request, t, response, executed};
   const RunBody run_body = [this, &place](const ModelConfig& config, const std::shared_ptr<Session>& session) {
     const auto run = Clock::now();
     place.executed = true;
@@ -378,10 +380,10 @@ Result<InferResponse> InferenceService::Infer(const std::string& model, const st
     // ends so that no run is admitted into memory they still hold.
     int64_t bytes = 0;
     for (const NamedTensor& output : response.outputs) bytes += static_cast<int64_t>(output.tensor.byte_size());
-    response.memory = std::make_shared<const MemoryHold>(repository_->pool().HoldMemory("cpu", 2 * bytes));
+    response.memory = repository_->pool().HoldMemory("cpu", 2 * bytes);
     return Status::Ok();
   };
-  Status st = repository_->RunWithRecovery(model, *resolved, std::move(acquire), run_body);
+  Status st = repository_->RunWithRecovery(route, std::move(acquire), run_body);
   if (!st.ok()) return finish(st);
   succeeded = true;
   t.ran = true;

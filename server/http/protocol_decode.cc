@@ -303,7 +303,12 @@ class InputReader {
     return kOther;
   }
 
-  explicit InputReader(size_t index) : where_("inputs[" + std::to_string(index) + "]") {}
+  explicit InputReader(size_t index) {
+    char where[32] = "inputs[";
+    char* end = std::to_chars(where + 7, where + sizeof(where) - 1, index).ptr;
+    *end++ = ']';
+    where_.assign(where, end);
+  }
 
   // Whether `member` was seen before (a duplicate key).
   bool Seen(Member member) const { return member != kOther && spans_[member].has_value(); }
@@ -327,7 +332,8 @@ class InputReader {
       if (!name.ok()) return name.status();
       name_ = std::move(*name);
     }
-    label_ = "input " + Quote(name_);
+    label_.assign("input ");
+    AppendQuoted(&label_, name_);
     std::optional<DataType> plain_type;
     if (std::optional<std::string_view> plain = PlainString(spans_[kDatatype])) plain_type = ParseDataType(*plain);
     if (plain_type) {
@@ -410,27 +416,36 @@ class InputReader {
 
 // ---- The request reader ------------------------------------------------------------------------
 
-// A RapidJSON in-situ stream over a copy of the JSON header (which need not end in NUL): RapidJSON
-// decodes strings into the copy where they stand, behind the read position. In situ, RapidJSON 1.1
-// needs no stack of its own, whose first use does arithmetic on a null pointer (UBSan; fixed after
-// 1.1). Offsets (Tell) are the same in the copy and in the header, so the reader slices the
-// untouched header. The request reader moves the stream past a "data" array it read itself.
+// A RapidJSON in-situ stream over a copy of the JSON header followed by kPadding NUL bytes
+// (MakeCopy): RapidJSON decodes strings into the copy where they stand, behind the read position. In
+// situ, RapidJSON 1.1 needs no stack of its own, whose first use does arithmetic on a null pointer
+// (UBSan; fixed after 1.1). Offsets (Tell) are the same in the copy and in the header, so the reader
+// slices the untouched header. The request reader moves the stream past a "data" array it read
+// itself. At the end of the text Peek() and Take() read the padding's NULs, where RapidJSON stops
+// (as at a NUL inside the text, which ReadRequest refuses); only a string's UTF-8 check takes (and
+// copies) bytes without looking first, at most three after its lead byte, so four NULs of padding
+// keep every read and write inside the copy without a bounds check per character.
 class HeaderStream {
  public:
   using Ch = char;
-  explicit HeaderStream(std::string* copy) : begin_(copy->data()), p_(begin_), end_(begin_ + copy->size()) {}
-  Ch Peek() const { return p_ < end_ ? *p_ : '\0'; }
-  Ch Take() { return p_ < end_ ? *p_++ : '\0'; }
-  size_t Tell() const { return static_cast<size_t>(p_ - begin_); }
-  void Seek(size_t offset) { p_ = begin_ + offset; }
-  // Writing in situ, behind the read position, except at the end of the text where Take() stops
-  // moving but a string's UTF-8 check still copies up to three bytes (the parse fails there; those
-  // writes are dropped).
-  Ch* PutBegin() { return dst_ = p_; }
-  void Put(Ch c) {
-    if (dst_ < end_) *dst_ = c;
-    ++dst_;
+  static constexpr size_t kPadding = 4;
+  static std::string MakeCopy(std::string_view header) {
+    std::string copy;
+    copy.reserve(header.size() + kPadding);
+    copy.append(header);
+    copy.append(kPadding, '\0');
+    return copy;
   }
+  // `copy` is MakeCopy's.
+  explicit HeaderStream(std::string* copy)
+      : begin_(copy->data()), p_(begin_), end_(begin_ + copy->size() - kPadding) {}
+  Ch Peek() const { return *p_; }
+  Ch Take() { return *p_++; }
+  // At most the header's size (after a UTF-8 check that ran into the padding, more by up to three).
+  size_t Tell() const { return static_cast<size_t>(std::min(p_, end_) - begin_); }
+  void Seek(size_t offset) { p_ = begin_ + offset; }
+  Ch* PutBegin() { return dst_ = p_; }
+  void Put(Ch c) { *dst_++ = c; }  // behind the read position, or in the padding
   void Flush() {}
   size_t PutEnd(Ch* begin) { return static_cast<size_t>(dst_ - begin); }
 
@@ -619,7 +634,7 @@ class RequestReader : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Req
 // Reads the JSON header: inputs decoded into `request`, the other members' spans into `fields`.
 Status ReadRequest(std::string_view header, std::optional<size_t> header_length, const ParseOptions& options,
                    BinarySection* binary, InferRequest* request, RequestFields* fields) {
-  std::string copy(header);
+  std::string copy = HeaderStream::MakeCopy(header);
   HeaderStream stream(&copy);
   RequestReader handler(header, &stream, options, binary, request);
   rapidjson::Reader reader;
@@ -634,7 +649,7 @@ Status ReadRequest(std::string_view header, std::optional<size_t> header_length,
   };
   if (result.IsError()) {
     return InvalidArgument(what() + " is not valid JSON: " + rapidjson::GetParseError_En(result.Code()) +
-                           " (at byte " + std::to_string(result.Offset()) + ")");
+                           " (at byte " + std::to_string(std::min(result.Offset(), header.size())) + ")");
   }
   if (stream.Tell() != header.size()) {  // RapidJSON stops at a NUL byte as at the end
     return InvalidArgument(what() + " is not valid JSON: a NUL byte at byte " + std::to_string(stream.Tell()));

@@ -71,9 +71,25 @@ void Serialize(const Strings& values, std::byte* out) {
 size_t ElementSize(DataType type) { return Info(type).size; }
 const char* DataTypeName(DataType type) { return Info(type).name.data(); }
 
+// A type name (at most 8 characters) as one integer, its first character in the low byte: every
+// request names a type, and one integer compare per type is cheaper than a string compare.
+constexpr uint64_t NameKey(std::string_view name) {
+  uint64_t key = 0;
+  for (size_t i = 0; i < name.size(); ++i) key |= uint64_t{static_cast<uint8_t>(name[i])} << (8 * i);
+  return key;
+}
+
+constexpr std::array<uint64_t, kTypes.size()> kTypeKeys = [] {
+  std::array<uint64_t, kTypes.size()> keys{};
+  for (size_t i = 0; i < kTypes.size(); ++i) keys[i] = NameKey(kTypes[i].name);
+  return keys;
+}();
+
 std::optional<DataType> ParseDataType(std::string_view name) {
-  for (const TypeInfo& info : kTypes) {
-    if (name == info.name) return info.type;
+  if (name.empty() || name.size() > 8) return std::nullopt;  // no name is longer; "" matches no key
+  const uint64_t key = NameKey(name);
+  for (size_t i = 0; i < kTypes.size(); ++i) {
+    if (key == kTypeKeys[i]) return kTypes[i].type;
   }
   return std::nullopt;
 }
