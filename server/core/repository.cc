@@ -282,12 +282,11 @@ Status ModelRepository::Resolve(const std::string& name, const std::string& vers
   return Status::Ok();
 }
 
-std::optional<ModelRepository::Placed> ModelRepository::PlacedNow(const std::string& name,
-                                                                  const std::string& version) {
-  Route route;
+bool ModelRepository::PlacedNow(const std::string& name, const std::string& version, Route* route) {
   Status status;
-  if (!ResolveRegistered(name, version, &route, &status) || !status.ok()) return std::nullopt;
-  return Placed{std::move(route.version), pool_->IsReady(route.pool_name)};
+  if (!ResolveRegistered(name, version, route, &status) || !status.ok()) return false;
+  route->name = name;
+  return pool_->IsReady(route->pool_name);
 }
 
 std::vector<ModelInfo> ModelRepository::Index() {

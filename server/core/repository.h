@@ -146,13 +146,10 @@ class ModelRepository {
   // `version`, or the default (highest served) one for "". Errors: kNotFound
   // naming the versions served.
   Result<std::string> ResolveVersion(const std::string& name, const std::string& version);
-  // For a model registered already (nothing is read: otherwise nullopt), the version `version`
-  // resolves to, if it is served, and whether it is loaded and ready now.
-  struct Placed {
-    std::string version;
-    bool ready = false;
-  };
-  std::optional<Placed> PlacedNow(const std::string& name, const std::string& version);
+  // Whether the model is registered already (nothing is read otherwise), `version` resolves to a
+  // served version, and that version is loaded and ready now; then *route is its route (Resolve).
+  struct Route;
+  bool PlacedNow(const std::string& name, const std::string& version, Route* route);
   // The inputs and outputs of a served version, without loading it (from its
   // session, its last session, or its file).
   Result<ModelSignature> Signature(const std::string& name, const std::string& version = "");

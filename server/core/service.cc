@@ -135,7 +135,7 @@ Status InferenceService::Busy() const {
 }
 
 bool InferenceService::RunsAtOnce(const std::string& model, const std::string& version,
-                                  std::chrono::nanoseconds limit) {
+                                  std::chrono::nanoseconds limit, ModelRepository::Route* route) {
   if (limit.count() <= 0 || shutting_down_) return false;
   {
     std::lock_guard<std::mutex> lock(idle_mu_);
@@ -146,12 +146,13 @@ bool InferenceService::RunsAtOnce(const std::string& model, const std::string& v
   // loop) may be the one that has to finish sending that reply and let it go.
   if (repository_->pool().HoldingMemory()) return false;
   // A model not registered (its folder not read yet), or not loaded: a read or a load comes first.
-  const std::optional<ModelRepository::Placed> placed = repository_->PlacedNow(model, version);
-  if (!placed || !placed->ready) return false;
+  ModelRepository::Route local;
+  if (route == nullptr) route = &local;
+  if (!repository_->PlacedNow(model, version, route)) return false;
   // A model whose last request was slow (or that was never answered: how long it takes is not
   // known) goes to a worker.
   std::lock_guard<std::mutex> lock(stats_mu_);
-  const auto it = stats_.find(VersionLess::View{model, placed->version});
+  const auto it = stats_.find(VersionLess::View{model, route->version});
   if (it == stats_.end()) return false;
   const uint64_t last = it->second->last_success_ns;
   return last != 0 && last < static_cast<uint64_t>(limit.count());
@@ -280,15 +281,21 @@ Status InferenceService::Forget(const std::string& model) {
 }
 
 Result<InferResponse> InferenceService::Infer(const std::string& model, const std::string& version,
-                                              const Decoder& decode, const CancelFn& cancelled) {
+                                              const Decoder& decode, const CancelFn& cancelled,
+                                              const ModelRepository::Route* found) {
   InFlight in_flight(this);
   const auto start = Clock::now();
   if (shutting_down_) return Unavailable("server is shutting down; retry on another instance");
   // An unknown model or version is answered before any statistic or metric,
   // so that a client cannot create entries or label values at will.
-  // The route found here is the one the request runs on (one lookup of the model a request).
-  ModelRepository::Route route;
-  if (Status found = repository_->Resolve(model, version, &route); !found.ok()) return found;
+  // The route found here (or by RunsAtOnce just before) is the one the request runs on: one lookup
+  // of the model a request.
+  ModelRepository::Route resolved_here;
+  if (found == nullptr || found->name != model) {
+    if (Status st = repository_->Resolve(model, version, &resolved_here); !st.ok()) return st;
+    found = &resolved_here;
+  }
+  const ModelRepository::Route& route = *found;
   const std::string& resolved = route.version;
   Timings t;
   auto finish = [&](const Status& st) {

@@ -165,8 +165,10 @@ class InferenceService {
   // Errors: the decoder's, kInvalidArgument, kNotFound, kUnavailable (busy,
   // waited past queue_timeout, shutting down, not loaded, failed load),
   // kResourceExhausted (never fits, out of memory), kCancelled, kInternal.
+  // `route`: where RunsAtOnce found this model version just now (the caller's, for this request),
+  // run on without resolving it again; null: resolved here.
   Result<InferResponse> Infer(const std::string& model, const std::string& version, const Decoder& decode,
-                              const CancelFn& cancelled = {});
+                              const CancelFn& cancelled = {}, const ModelRepository::Route* route = nullptr);
   // Whether an inference of this model version would start at once and end within `limit`, by
   // what is known now: no other inference or load is in flight and no reply holds its outputs'
   // memory (so no worker, memory or load to wait for), the version is loaded, and its last
@@ -174,7 +176,9 @@ class InferenceService {
   // run such a request on the thread that received it than hand it to another (server/http: the
   // event loop); the next request may still take longer (larger inputs). False for a version never
   // answered. Cheap; any thread.
-  bool RunsAtOnce(const std::string& model, const std::string& version, std::chrono::nanoseconds limit);
+  // When true, *route (if given) is the version's route, for Infer.
+  bool RunsAtOnce(const std::string& model, const std::string& version, std::chrono::nanoseconds limit,
+                  ModelRepository::Route* route = nullptr);
   Result<InferResponse> Infer(const std::string& model, const Decoder& decode) { return Infer(model, "", decode); }
   // How many inferences may be in the server at once: running (--workers) plus waiting (--queue).
   // A front end that hands requests to threads of its own before Infer sees them keeps at most

@@ -447,7 +447,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (t_.options.quick_run_us == 0) return false;
     if (!t_.Lone(this) || framer_->body().size() > kQuickBodyBytes) return false;
     HttpRequest request{framer_->method(), framer_->target(), {}, framer_->body()};
-    return t_.api.RunsAtOnce(request, route_, std::chrono::microseconds(t_.options.quick_run_us));
+    return t_.api.RunsAtOnce(request, &route_, std::chrono::microseconds(t_.options.quick_run_us));
   }
 
   // While a request is handled the strand does not read; the socket turning readable then means

@@ -260,9 +260,11 @@ RestApi::Kind RestApi::KindOf(const HttpRequest& request, const Route& route) {
   return Kind::kControl;
 }
 
-bool RestApi::RunsAtOnce(const HttpRequest& request, const Route& route, std::chrono::nanoseconds limit) {
-  return request.method == "POST" && route.endpoint == Endpoint::kInfer &&
-         service_.RunsAtOnce(route.model, route.version, limit);
+bool RestApi::RunsAtOnce(const HttpRequest& request, Route* route, std::chrono::nanoseconds limit) {
+  if (request.method != "POST" || route->endpoint != Endpoint::kInfer) return false;
+  if (service_.RunsAtOnce(route->model, route->version, limit, &route->resolved)) return true;
+  route->resolved.name.clear();  // found, perhaps, but not for this request to run on later
+  return false;
 }
 
 HttpReply RestApi::Handle(const HttpRequest& request, const Route& route) {
@@ -312,7 +314,7 @@ HttpReply RestApi::Handle(const HttpRequest& request, const Route& route) {
       for (const ModelStatistics& m : *stats) list.push_back(StatsEntry(m));
       return JsonReply(200, {{"model_stats", list}});
     }
-    case Endpoint::kInfer: return Infer(route.model, route.version, request);
+    case Endpoint::kInfer: return Infer(route, request);
     case Endpoint::kIndex: {
       Result<json> body = OptionalJsonObject(request.body, "repository index");
       if (!body.ok()) return ReplyFor(body.status());
@@ -335,14 +337,15 @@ HttpReply RestApi::Handle(const HttpRequest& request, const Route& route) {
   return ErrorReply(500, "unrouted endpoint");
 }
 
-HttpReply RestApi::Infer(const std::string& model, const std::string& version, const HttpRequest& request) {
+HttpReply RestApi::Infer(const Route& route, const HttpRequest& request) {
   // What the decoder reads and leaves, behind one reference: a std::function holds a functor of two
   // pointers without an allocation.
   struct Decoding {
     const HttpRequest& request;
     BinaryOutputs binary;
   } decoding{request, {}};
-  Result<InferResponse> response = service_.Infer(model, version, [this, &decoding]() -> Result<InferRequest> {
+  const ModelRepository::Route* resolved = route.resolved.name.empty() ? nullptr : &route.resolved;
+  Result<InferResponse> response = service_.Infer(route.model, route.version, [this, &decoding]() -> Result<InferRequest> {
     const HttpRequest& request = decoding.request;
     std::optional<size_t> json_length;
     Result<std::optional<std::string_view>> header = request.SingleHeader(kInferenceHeaderContentLength);
@@ -359,7 +362,7 @@ HttpReply RestApi::Infer(const std::string& model, const std::string& version, c
     if (!parsed.ok()) return parsed.status();
     decoding.binary = std::move(parsed->binary);
     return std::move(parsed->request);
-  }, request.cancelled);
+  }, request.cancelled, resolved);
   if (!response.ok()) return ReplyFor(response.status());
   EncodedResponse encoded = EncodeInferResponse(*response, decoding.binary);
   HttpReply reply{200, std::move(encoded.body), "application/json", {}};

@@ -103,6 +103,9 @@ class RestApi {
     std::string model;
     std::string version;  // "" = not given
     Status error;         // a target that is not a path, or its malformed percent-encoding
+    // An inference's model version as RunsAtOnce found it, when it said true: the request runs on
+    // it (InferenceService::Infer's route). Empty (no name) otherwise.
+    ModelRepository::Route resolved;
   };
   static Route Find(const HttpRequest& request);
 
@@ -122,10 +125,11 @@ class RestApi {
   HttpReply Busy() const { return ReplyFor(service_.Busy()); }
   // Whether the request is an inference that would start at once and take less than `limit`
   // (InferenceService::RunsAtOnce), for a transport that would then run it where it was framed.
-  bool RunsAtOnce(const HttpRequest& request, const Route& route, std::chrono::nanoseconds limit);
+  // When true, route->resolved is where the request runs (Handle with the same route uses it).
+  bool RunsAtOnce(const HttpRequest& request, Route* route, std::chrono::nanoseconds limit);
 
  private:
-  HttpReply Infer(const std::string& model, const std::string& version, const HttpRequest& request);
+  HttpReply Infer(const Route& route, const HttpRequest& request);
 
   InferenceService& service_;
 };

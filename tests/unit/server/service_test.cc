@@ -119,6 +119,22 @@ TEST_F(ServiceTest, RunsAtOnceOnlyForALoadedModelAnsweredQuicklyWithNothingElseI
   EXPECT_FALSE(service_->RunsAtOnce("tiny", "2", seconds(1))) << "a version not served";
   EXPECT_FALSE(service_->RunsAtOnce("no_such_model", "", seconds(1)));
 
+  // When it says yes, it names the route the request then runs on without a second lookup; a
+  // route of another model is not taken (Infer resolves its own).
+  {  // (a response holds its outputs' memory until it goes)
+    ModelRepository::Route route;
+    ASSERT_TRUE(service_->RunsAtOnce("tiny", "", seconds(1), &route));
+    EXPECT_EQ(route.name, "tiny");
+    EXPECT_EQ(route.version, "1");
+    ASSERT_NE(route.config, nullptr);
+    const auto decode = [this] { return Result<InferRequest>(TinyRequest()); };
+    auto on_route = service_->Infer("tiny", "", decode, {}, &route);
+    ASSERT_TRUE(on_route.ok()) << on_route.status().ToString();
+    EXPECT_EQ(on_route->model_version, "1");
+    auto elsewhere = service_->Infer("no_such_model", "", decode, {}, &route);
+    EXPECT_EQ(elsewhere.status().code(), StatusCode::kNotFound) << "another model's route was taken";
+  }
+
   // Another inference in flight (here held in its decoder, after its admission): this one could
   // wait for a worker or for memory.
   std::promise<void> decoding, go_on;
