@@ -42,53 +42,67 @@ std::string Shown(std::string_view path) {
   return path.size() <= kMax ? std::string(path) : std::string(path.substr(0, kMax)) + "...";
 }
 
-// The path of a request target (query dropped) as percent-decoded segments;
-// one trailing slash is ignored ("/v2/" is "/v2").
-Result<std::vector<std::string>> SplitPath(std::string_view target) {
+// The path of a request target (query dropped) as percent-decoded segments; one trailing slash is
+// ignored ("/v2/" is "/v2"). A segment is a view of the target, or of its decoded copy in
+// `decoded` when it has a '%'. No endpoint has more than kMax segments: of a longer path only the
+// first kMax are kept, and `count` still counts them all (no route matches it).
+struct Segments {
+  static constexpr size_t kMax = 7;
+  std::string_view at[kMax];
+  std::string decoded[kMax];
+  size_t count = 0;
+  size_t size() const { return count; }
+  std::string_view operator[](size_t i) const { return at[i]; }
+};
+
+Status SplitPath(std::string_view target, Segments* s) {
   std::string_view path = target.substr(0, target.find('?'));
   if (path.empty() || path[0] != '/') return InvalidArgument("the request target must be an absolute path");
   path.remove_prefix(1);
   if (!path.empty() && path.back() == '/') path.remove_suffix(1);
-  std::vector<std::string> segments;
-  segments.reserve(8);  // /v2/models/{m}/versions/{v}/infer: one allocation, not one per doubling
-  segments.emplace_back();
-  for (size_t i = 0; i < path.size();) {
-    size_t special = i;  // the plain characters up to a '/' or '%'
-    while (special < path.size() && path[special] != '/' && path[special] != '%') ++special;
-    segments.back().append(path.data() + i, special - i);
-    i = special;
-    if (i == path.size()) break;
-    if (path[i] == '/') {
-      segments.emplace_back();
-      ++i;
-    } else if (i + 2 < path.size() && HexDigit(path[i + 1]) >= 0 && HexDigit(path[i + 2]) >= 0) {
-      segments.back() += static_cast<char>(HexDigit(path[i + 1]) * 16 + HexDigit(path[i + 2]));
-      i += 3;
-    } else {
-      return InvalidArgument("the request path has a malformed percent-encoding: " + Shown(path));
+  size_t start = 0;
+  while (true) {
+    const size_t slash = std::min(path.find('/', start), path.size());
+    const std::string_view raw = path.substr(start, slash - start);
+    const size_t n = s->count++;
+    if (n < Segments::kMax) {
+      if (raw.find('%') == std::string_view::npos) {
+        s->at[n] = raw;
+      } else {
+        std::string& out = s->decoded[n];
+        for (size_t i = 0; i < raw.size(); ++i) {
+          if (raw[i] != '%') {
+            out += raw[i];
+          } else if (i + 2 < raw.size() && HexDigit(raw[i + 1]) >= 0 && HexDigit(raw[i + 2]) >= 0) {
+            out += static_cast<char>(HexDigit(raw[i + 1]) * 16 + HexDigit(raw[i + 2]));
+            i += 2;
+          } else {
+            return InvalidArgument("the request path has a malformed percent-encoding: " + Shown(path));
+          }
+        }
+        s->at[n] = out;
+      }
     }
+    if (slash == path.size()) return Status::Ok();
+    start = slash + 1;
   }
-  return segments;
 }
 
 using Endpoint = RestApi::Endpoint;
 using Route = RestApi::Route;
 
-// Segments compared as views (a length check and an inlined compare, not strlen and memcmp).
-using Segments = std::vector<std::string>;
-bool Is(const std::string& segment, std::string_view name) { return std::string_view(segment) == name; }
+bool Is(std::string_view segment, std::string_view name) { return segment == name; }
 
-// /v2/models/{m}[/versions/{v}][/ready|/config|/stats|/infer]; the model's and version's
-// segments are moved into the route.
-Route MatchModel(Segments& s) {
+// /v2/models/{m}[/versions/{v}][/ready|/config|/stats|/infer].
+Route MatchModel(const Segments& s) {
   size_t next = 3;
-  std::string* version = nullptr;
+  std::string_view version;
   if (s.size() >= 5 && Is(s[3], "versions")) {
-    version = &s[4];
+    version = s[4];
     next = 5;
   }
   auto route = [&](Endpoint endpoint, std::string_view method) {
-    return Route{endpoint, method, std::move(s[2]), version ? std::move(*version) : std::string()};
+    return Route{endpoint, method, std::string(s[2]), std::string(version)};
   };
   if (s.size() == next) return route(Endpoint::kModelMetadata, "GET");
   if (s.size() != next + 1) return {};
@@ -99,9 +113,9 @@ Route MatchModel(Segments& s) {
   return {};
 }
 
-Route Match(Segments& s) {
+Route Match(const Segments& s) {
   if (s.size() == 1 && Is(s[0], "metrics")) return {Endpoint::kMetrics, "GET", "", ""};
-  if (s.empty() || !Is(s[0], "v2")) return {};
+  if (s.size() == 0 || !Is(s[0], "v2")) return {};
   if (s.size() == 1) return {Endpoint::kServerMetadata, "GET", "", ""};
   if (s.size() == 3 && Is(s[1], "health") && Is(s[2], "live")) return {Endpoint::kLive, "GET", "", ""};
   if (s.size() == 3 && Is(s[1], "health") && Is(s[2], "ready")) return {Endpoint::kReady, "GET", "", ""};
@@ -109,8 +123,8 @@ Route Match(Segments& s) {
   if (s.size() >= 3 && Is(s[1], "models")) return MatchModel(s);
   if (s.size() == 3 && Is(s[1], "repository") && Is(s[2], "index")) return {Endpoint::kIndex, "POST", "", ""};
   if (s.size() == 5 && Is(s[1], "repository") && Is(s[2], "models")) {
-    if (Is(s[4], "load")) return {Endpoint::kLoad, "POST", std::move(s[3]), ""};
-    if (Is(s[4], "unload")) return {Endpoint::kUnload, "POST", std::move(s[3]), ""};
+    if (Is(s[4], "load")) return {Endpoint::kLoad, "POST", std::string(s[3]), ""};
+    if (Is(s[4], "unload")) return {Endpoint::kUnload, "POST", std::string(s[3]), ""};
   }
   return {};
 }
@@ -244,13 +258,13 @@ HttpReply ReplyFor(const Status& status) {
 }
 
 RestApi::Route RestApi::Find(const HttpRequest& request) {
-  Result<std::vector<std::string>> segments = SplitPath(request.target);
-  if (!segments.ok()) {
+  Segments segments;
+  if (Status st = SplitPath(request.target, &segments); !st.ok()) {
     Route route;
-    route.error = segments.status();
+    route.error = std::move(st);
     return route;
   }
-  return Match(*segments);
+  return Match(segments);
 }
 
 RestApi::Kind RestApi::KindOf(const HttpRequest& request, const Route& route) {

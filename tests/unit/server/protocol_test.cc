@@ -20,6 +20,7 @@
 #include "ebb/memory_stats.h"
 #include "http/http_framing.h"
 #include "http/json_data.h"
+#include "http/rest_api.h"
 #include "test_util.h"
 
 namespace ebb::server {
@@ -1142,6 +1143,45 @@ TEST(Fuzz, TruncationsAndByteMutationsNeverCrash) {
     std::string mutated = valid;
     for (int k = 0; k < 4; ++k) mutated[rng() % mutated.size()] = static_cast<char>(rng());
     ExpectParsesOrRefuses(mutated, rng() % 2 ? std::optional<size_t>(header.size()) : std::nullopt);
+  }
+}
+
+}  // namespace
+}  // namespace ebb::server
+
+
+namespace ebb::server {
+namespace {
+// Routes are found from the target's segments as views, each percent-decoded only where it has a
+// '%'; a decoded '/' stays inside its segment, and a path with more segments than any endpoint
+// matches none.
+TEST(RestRouteTest, SegmentsArePercentDecodedOneByOne) {
+  auto find = [](std::string_view method, std::string_view target) {
+    return RestApi::Find(HttpRequest{method, target, {}, {}});
+  };
+  RestApi::Route r = find("POST", "/v2/models/tiny/infer");
+  EXPECT_EQ(r.endpoint, RestApi::Endpoint::kInfer);
+  EXPECT_EQ(r.model, "tiny");
+  EXPECT_EQ(r.version, "");
+  r = find("POST", "/v2/models/t%69ny/versions/%31/infer?x=1");
+  EXPECT_EQ(r.endpoint, RestApi::Endpoint::kInfer);
+  EXPECT_EQ(r.model, "tiny");
+  EXPECT_EQ(r.version, "1");
+  r = find("GET", "/v2/models/a%2Fb/ready/");
+  EXPECT_EQ(r.endpoint, RestApi::Endpoint::kModelReady);
+  EXPECT_EQ(r.model, "a/b");
+  r = find("POST", "/v2/repository/models/m%20x/load");
+  EXPECT_EQ(r.endpoint, RestApi::Endpoint::kLoad);
+  EXPECT_EQ(r.model, "m x");
+  EXPECT_EQ(find("GET", "/v2/").endpoint, RestApi::Endpoint::kServerMetadata);
+  EXPECT_EQ(find("GET", "/metrics").endpoint, RestApi::Endpoint::kMetrics);
+  EXPECT_EQ(find("POST", "/v2/models/tiny/versions/1/infer/x/y/z").endpoint, RestApi::Endpoint::kNone);
+  EXPECT_EQ(find("POST", "/v2/models/tiny/a/b/c/d/e/f/g/h/i/infer").endpoint, RestApi::Endpoint::kNone);
+  EXPECT_EQ(find("POST", "/v2/models//infer").model, "") << "an empty segment is a segment";
+  for (const char* bad : {"/v2/models/ti%zzny/infer", "/v2/models/tiny%4/infer", "/v2/models/tiny%", "v2/models"}) {
+    const RestApi::Route route = find("POST", bad);
+    EXPECT_FALSE(route.error.ok()) << bad;
+    EXPECT_EQ(route.error.code(), StatusCode::kInvalidArgument) << bad;
   }
 }
 
