@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -112,32 +113,38 @@ bool Compress(std::string& body, bool gzip) {
 // status line and a few fields), so that a reply goes out in one gathered write with its body.
 void FormatHead(const HttpReply& reply, size_t content_length, std::string_view connection, std::string* out) {
   const auto reason = boost::beast::http::obsolete_reason(static_cast<boost::beast::http::status>(reply.status));
-  size_t size = 128 + reason.size() + std::string_view(reply.content_type).size() + connection.size();
+  const std::string_view content_type(reply.content_type);
+  // The fixed parts, a status code and a length take under 128 bytes.
+  size_t size = 128 + reason.size() + content_type.size() + connection.size();
   for (const auto& [name, value] : reply.headers) size += name.size() + value.size() + 4;
   std::string& head = *out;
-  head.clear();
-  head.reserve(size);  // at most one allocation
-  char number[24];
-  const auto append_number = [&](auto n) { head.append(number, std::to_chars(number, number + sizeof number, n).ptr); };
-  head += "HTTP/1.1 ";
-  append_number(reply.status);
-  head += ' ';
-  head.append(reason.data(), reason.size());
-  head += "\r\nContent-Type: ";
-  head += reply.content_type;
-  head += "\r\nContent-Length: ";
-  append_number(content_length);
+  head.resize(size);  // written below through a pointer, then cut to what it took (at most one allocation)
+  char* p = head.data();
+  const auto put = [&p](std::string_view piece) {
+    std::memcpy(p, piece.data(), piece.size());
+    p += piece.size();
+  };
+  const auto put_number = [&p](auto n) { p = std::to_chars(p, p + 24, n).ptr; };
+  put("HTTP/1.1 ");
+  put_number(reply.status);
+  put(" ");
+  put({reason.data(), reason.size()});
+  put("\r\nContent-Type: ");
+  put(content_type);
+  put("\r\nContent-Length: ");
+  put_number(content_length);
   for (const auto& [name, value] : reply.headers) {
-    head += "\r\n";
-    head += name;
-    head += ": ";
-    head += value;
+    put("\r\n");
+    put(name);
+    put(": ");
+    put(value);
   }
   if (!connection.empty()) {
-    head += "\r\nConnection: ";
-    head += connection;
+    put("\r\nConnection: ");
+    put(connection);
   }
-  head += "\r\n\r\n";
+  put("\r\n\r\n");
+  head.resize(static_cast<size_t>(p - head.data()));
 }
 
 class Connection;

@@ -195,6 +195,8 @@ struct Float32Decoder {
     *out = static_cast<float>(d);
     return true;
   }
+  // The scanner's plain decimals (at most 19 digits, no exponent) are below 10^19: within range.
+  static void FromPlainDecimal(double d, float* out) { *out = static_cast<float>(d); }
   static std::string Requirement() { return "a number within FP32 range or null"; }
 };
 
@@ -342,6 +344,19 @@ struct FixedSink {
     if (count < capacity && !Decoder::FromDouble(d, &out[count])) return false;
     ++count;
     return true;
+  }
+  // A plain decimal (PlainDecimal's): a datatype whose range holds every one of them
+  // (FromPlainDecimal) takes it without a range check.
+  bool PutPlainDecimal(double d)
+    requires kTakesDoubles
+  {
+    if constexpr (requires(Element* e) { Decoder::FromPlainDecimal(0.0, e); }) {
+      if (count < capacity) Decoder::FromPlainDecimal(d, &out[count]);
+      ++count;
+      return true;
+    } else {
+      return PutDouble(d);
+    }
   }
 };
 
@@ -626,7 +641,7 @@ Status Scanner::Scan(Sink& sink, bool objects_are_elements, size_t* close) {
         // anything else (a space, ']', a number PlainDecimal leaves) the loop above takes over.
         want_element = just_opened = false;
         while (true) {
-          if (!sink.PutDouble(value)) {
+          if (!sink.PutPlainDecimal(value)) {
             bad_ = start;
             return InvalidArgument("bad element");  // the caller words the message
           }
