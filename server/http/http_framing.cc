@@ -320,7 +320,7 @@ class RequestFramer::Parser : public http::basic_parser<true> {
       }
     }
     if (field == http::field::content_encoding) content_encoding_.push_back(std::string(TrimOws(v)));
-    if (EqualsIgnoreCase({name.data(), name.size()}, kAlignedAtField)) {
+    if (field == http::field::unknown && EqualsIgnoreCase({name.data(), name.size()}, kAlignedAtField)) {
       // A hint for the body's layout only: whoever reads the body checks the field itself.
       if (Result<size_t> at = ParseHeaderContentLength({v.data(), v.size()}); at.ok()) aligned_at_ = *at;
     }
