@@ -68,7 +68,9 @@ inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  // Implicit by design; a value moved in once (a by-value parameter would move it twice).
+  Result(T&& value) : value_(std::move(value)) {}   // NOLINT
+  Result(const T& value) : value_(value) {}         // NOLINT
   Result(Status status) : status_(std::move(status)) {  // NOLINT
     if (status_.ok()) status_ = Internal("Result built from an OK status without a value");
   }
