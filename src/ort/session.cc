@@ -255,16 +255,16 @@ const std::vector<Shape>* KnownOutputShapes(SessionState& s, const PreparedInput
 }
 
 // Enters every arena the session allocates from; the run carries the release
-// for those on which it is alone (see ArenaGate): `*carried` says which, and
-// `*entries` what each gate saw as it entered. With `alone_until`: waits until
-// no run is on any of them and enters each alone (a retry after running out of
-// memory beside other runs); false, with nothing entered, when that deadline
-// passed first.
-bool EnterArenas(SessionState& s, RunRecord* record, PerRun<bool>* carried_out, PerRun<ArenaGate::Entry>* entries,
+// for those on which it is alone (see ArenaGate): `*carried` says which (a
+// byte a flag: vector<bool>'s bits cost a loop to fill), and `*entries` what
+// each gate saw as it entered. With `alone_until`: waits until no run is on any
+// of them and enters each alone (a retry after running out of memory beside
+// other runs); false, with nothing entered, when that deadline passed first.
+bool EnterArenas(SessionState& s, RunRecord* record, PerRun<uint8_t>* carried_out, PerRun<ArenaGate::Entry>* entries,
                  std::optional<std::chrono::steady_clock::time_point> alone_until = std::nullopt) {
   record->release_spec.clear();
   record->release_deferred = false;
-  PerRun<bool>& carried = *carried_out;
+  PerRun<uint8_t>& carried = *carried_out;
   carried.assign(s.gates.size(), false);
   entries->assign(s.gates.size(), {});
   for (size_t i = 0; i < s.gates.size(); ++i) {
@@ -289,7 +289,7 @@ bool EnterArenas(SessionState& s, RunRecord* record, PerRun<bool>* carried_out, 
 // ORT's shrink list for the releases this run carries (`carried`, from EnterArenas): every carried
 // arena's entry but the device arena's, which ORT's list cannot find and which is shrunk by a call
 // after the run instead (SessionState::device_arena); `*shrink_device` says whether it was carried.
-std::string OrtShrinkSpec(const SessionState& s, const PerRun<bool>& carried, bool* shrink_device) {
+std::string OrtShrinkSpec(const SessionState& s, const PerRun<uint8_t>& carried, bool* shrink_device) {
   std::string spec;
   *shrink_device = false;
   for (size_t i = 0; i < s.gates.size(); ++i) {
@@ -324,7 +324,7 @@ bool Overlapped(const SessionState& s, const PerRun<ArenaGate::Entry>& entries) 
 // Leaves the arenas. A release still owed (deferred, or a region pinned by an
 // ORT-allocated output during the shrink) stays pending; returns whether this
 // run, the last one out, must trim the shared arena now.
-bool LeaveArenas(SessionState& s, const RunRecord& record, const PerRun<bool>& carried, bool outputs_pinned) {
+bool LeaveArenas(SessionState& s, const RunRecord& record, const PerRun<uint8_t>& carried, bool outputs_pinned) {
   bool trim = false;
   for (size_t i = 0; i < s.gates.size(); ++i) {
     const bool still_wanted = (record.release_wanted && !carried[i]) ||
@@ -490,7 +490,7 @@ Result<std::vector<NamedTensor>> Session::Run(const std::vector<NamedTensor>& in
   // releasing run's are not (they outlive the release, and their buffers go back to the OS).
   const bool reuse_buffers = !record.release_wanted;
   detail::PerRun<Tensor> results(memory.get());
-  detail::PerRun<bool> carried(memory.get());
+  detail::PerRun<uint8_t> carried(memory.get());
   detail::PerRun<detail::ArenaGate::Entry> entries(memory.get());
   // One run on the arenas, entered as `alone_until` says (see EnterArenas); whether it ran
   // beside another run is left in `overlapped`.
