@@ -570,8 +570,9 @@ class ModelPool {
   void EraseEntryLocked(Entry* e);
   int64_t ChargeOf(const Entry& e) const;
   int64_t UsedLocked(const std::string& device) const;
-  std::string DeviceOf(const Entry& e) const;
-  bool IsOn(const Entry& e, const std::string& device) const;  // DeviceOf(e) == device, without the copy
+  // Where the entry runs: its resolved device once loaded, else the one its spec asks for.
+  const std::string& DeviceOf(const Entry& e) const;
+  bool IsOn(const Entry& e, const std::string& device) const;  // DeviceOf(e) == device
   // Evicts idle models on `device` (LRU first) until `need` more bytes fit.
   bool MakeRoomLocked(const std::string& device, int64_t need, const std::string& except,
                       std::vector<PoolEvent>* events);

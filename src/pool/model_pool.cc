@@ -145,6 +145,8 @@ void ModelPool::Add(ModelSpec spec) {
   e->removed = false;
   e->file_bytes = file_bytes;
   e->spec = std::move(spec);
+  const DeviceRequest& d = e->spec.load.device;
+  e->requested_device = d.kind == DeviceRequest::Kind::kCuda ? d.ToString() : "cpu";
 }
 
 ModelPool::Entry* ModelPool::FindLocked(const std::string& name) const {
@@ -163,15 +165,11 @@ bool ModelPool::Contains(const std::string& name) const {
   return FindLocked(name) != nullptr;
 }
 
-std::string ModelPool::DeviceOf(const Entry& e) const {
-  if (!e.device.empty()) return e.device;
-  const DeviceRequest& d = e.spec.load.device;
-  return d.kind == DeviceRequest::Kind::kCuda ? d.ToString() : "cpu";
+const std::string& ModelPool::DeviceOf(const Entry& e) const {
+  return e.device.empty() ? e.requested_device : e.device;
 }
 
-bool ModelPool::IsOn(const Entry& e, const std::string& device) const {
-  return e.device.empty() ? DeviceOf(e) == device : e.device == device;  // a loaded entry's, without a copy
-}
+bool ModelPool::IsOn(const Entry& e, const std::string& device) const { return DeviceOf(e) == device; }
 
 int64_t ModelPool::ChargeOf(const Entry& e) const {
   // Never below the file size: a loaded model holds its weights, even when its load's RSS growth
@@ -409,7 +407,7 @@ bool ModelPool::WaitWhileLoadingLocked(Acquisition& a, std::unique_lock<std::mut
 }
 
 bool ModelPool::RefusedEvenAloneLocked(Acquisition& a, Entry& e) {
-  const std::string device = DeviceOf(e);
+  const std::string& device = DeviceOf(e);
   const int64_t limit = budget(device), charge = ChargeOf(e);
   if (limit <= 0 || charge <= limit) return false;
   // It alone exceeds the whole budget (as measured, or its file before a first load): no eviction
@@ -454,7 +452,7 @@ ModelPool::Step ModelPool::WaitForCapacityLocked(Acquisition& a, Entry& e, std::
     changed_.wait_until(lock, a.deadline);
     return StillThereLocked(a) ? Step::kAgain : Step::kFailed;
   }
-  const std::string device = DeviceOf(e);
+  const std::string& device = DeviceOf(e);
   a.failure = ResourceExhausted("the memory budget of " + std::to_string(budget(device)) + " bytes on " + device +
                                 " cannot fit model '" + a.name + "' (charge " + std::to_string(ChargeOf(e)) +
                                 " bytes): " + std::to_string(UsedLocked(device)) +

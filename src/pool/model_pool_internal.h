@@ -33,6 +33,7 @@ struct detail::PoolEntry {
   PoolState state = PoolState::kUnloaded;
   std::shared_ptr<Session> session;
   std::string device;            // resolved device once loaded
+  std::string requested_device;  // spec.load.device's name ("cpu", "cuda:N"), set with spec
   std::string reason;
   int64_t file_bytes = 0;        // the provisional charge before a first load (ModelBytes)
   int64_t load_bytes = 0;        // the largest load measured (see LoadLocked)
