@@ -27,15 +27,24 @@ std::string Join(const std::vector<std::string>& items) {
   return s;
 }
 
+// `version` among the versions a model serves ("" = the highest), where it stands in them; null
+// when it is not served.
+const std::string* FindVersion(const std::vector<std::string>& versions, const std::string& version) {
+  if (version.empty()) return versions.empty() ? nullptr : &versions.back();
+  const auto it = std::find(versions.begin(), versions.end(), version);
+  return it == versions.end() ? nullptr : &*it;
+}
+
+Status NoSuchVersion(const std::string& name, const std::vector<std::string>& versions, const std::string& version) {
+  return NotFound("model '" + name + "' has no version '" + version + "' served; versions served: " + Join(versions));
+}
+
 // `version` of model `name` among the versions it serves ("" = the highest), or why not.
 Result<std::string> VersionAmong(const std::string& name, const std::vector<std::string>& versions,
                                  const std::string& version) {
-  if (version.empty()) return versions.back();
-  if (std::find(versions.begin(), versions.end(), version) == versions.end()) {
-    return NotFound("model '" + name + "' has no version '" + version + "' served; versions served: " +
-                    Join(versions));
-  }
-  return version;
+  const std::string* found = FindVersion(versions, version);
+  if (found == nullptr) return NoSuchVersion(name, versions, version);
+  return *found;
 }
 
 // labels.txt beside a model, confined to `root` (LoadModelLabels), shared by every copy of its ModelFolder.
@@ -256,14 +265,14 @@ bool ModelRepository::ResolveRegistered(const std::string& name, const std::stri
   const auto it = models_.find(name);
   if (it == models_.end()) return false;
   const ModelFolder& model = it->second;
-  Result<std::string> resolved = VersionAmong(name, model.versions, version);
-  if (!resolved.ok()) {
-    *status = resolved.status();
+  const std::string* found = FindVersion(model.versions, version);
+  if (found == nullptr) {
+    *status = NoSuchVersion(name, model.versions, version);
     return true;
   }
   out->config = model.config;
-  out->pool_name = PoolName(model, *resolved);
-  out->version = std::move(resolved).value();
+  out->pool_name = PoolName(model, *found);
+  out->version = *found;
   *status = Status::Ok();
   return true;
 }
