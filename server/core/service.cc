@@ -147,15 +147,19 @@ bool InferenceService::RunsAtOnce(const std::string& model, const std::string& v
   if (repository_->pool().HoldingMemory()) return false;
   // A model not registered (its folder not read yet), or not loaded: a read or a load comes first.
   ModelRepository::Route local;
-  if (route == nullptr) route = &local;
-  if (!repository_->PlacedNow(model, version, route)) return false;
-  // A model whose last request was slow (or that was never answered: how long it takes is not
-  // known) goes to a worker.
-  std::lock_guard<std::mutex> lock(stats_mu_);
-  const auto it = stats_.find(VersionLess::View{model, route->version});
-  if (it == stats_.end()) return false;
-  const uint64_t last = it->second->last_success_ns;
-  return last != 0 && last < static_cast<uint64_t>(limit.count());
+  ModelRepository::Route& found = route != nullptr ? *route : local;
+  const bool quick = [&] {
+    if (!repository_->PlacedNow(model, version, &found)) return false;
+    // A model whose last request was slow (or that was never answered: how long it takes is not
+    // known) goes to a worker.
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    const auto it = stats_.find(VersionLess::View{model, found.version});
+    if (it == stats_.end()) return false;
+    const uint64_t last = it->second->last_success_ns;
+    return last != 0 && last < static_cast<uint64_t>(limit.count());
+  }();
+  if (!quick) found.name.clear();  // a route is named only for a request that runs on it at once
+  return quick;
 }
 
 Result<ModelConfiguration> InferenceService::Configuration(const std::string& model, const std::string& version) {
@@ -291,7 +295,7 @@ Result<InferResponse> InferenceService::Infer(const std::string& model, const st
   // The route found here (or by RunsAtOnce just before) is the one the request runs on: one lookup
   // of the model a request.
   ModelRepository::Route resolved_here;
-  if (found == nullptr || found->name != model) {
+  if (found == nullptr || found->name != model || (!version.empty() && found->version != version)) {
     if (Status st = repository_->Resolve(model, version, &resolved_here); !st.ok()) return st;
     found = &resolved_here;
   }

@@ -166,7 +166,7 @@ class InferenceService {
   // waited past queue_timeout, shutting down, not loaded, failed load),
   // kResourceExhausted (never fits, out of memory), kCancelled, kInternal.
   // `route`: where RunsAtOnce found this model version just now (the caller's, for this request),
-  // run on without resolving it again; null: resolved here.
+  // run on without resolving it again; null, or a route of another model or version: resolved here.
   Result<InferResponse> Infer(const std::string& model, const std::string& version, const Decoder& decode,
                               const CancelFn& cancelled = {}, const ModelRepository::Route* route = nullptr);
   // Whether an inference of this model version would start at once and end within `limit`, by
@@ -176,7 +176,7 @@ class InferenceService {
   // run such a request on the thread that received it than hand it to another (server/http: the
   // event loop); the next request may still take longer (larger inputs). False for a version never
   // answered. Cheap; any thread.
-  // When true, *route (if given) is the version's route, for Infer.
+  // When true, *route (if given) is the version's route, for Infer; when false, its name is empty.
   bool RunsAtOnce(const std::string& model, const std::string& version, std::chrono::nanoseconds limit,
                   ModelRepository::Route* route = nullptr);
   Result<InferResponse> Infer(const std::string& model, const Decoder& decode) { return Infer(model, "", decode); }

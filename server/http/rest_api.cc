@@ -45,7 +45,8 @@ std::string Shown(std::string_view path) {
 // The path of a request target (query dropped) as percent-decoded segments; one trailing slash is
 // ignored ("/v2/" is "/v2"). A segment is a view of the target, or of its decoded copy in
 // `decoded` when it has a '%'. No endpoint has more than kMax segments: of a longer path only the
-// first kMax are kept, and `count` still counts them all (no route matches it).
+// first kMax are kept, and `count` still counts them all (no route matches it); every segment's
+// escapes are checked.
 struct Segments {
   static constexpr size_t kMax = 7;
   std::string_view at[kMax];
@@ -65,23 +66,23 @@ Status SplitPath(std::string_view target, Segments* s) {
     const size_t slash = std::min(path.find('/', start), path.size());
     const std::string_view raw = path.substr(start, slash - start);
     const size_t n = s->count++;
-    if (n < Segments::kMax) {
-      if (raw.find('%') == std::string_view::npos) {
-        s->at[n] = raw;
-      } else {
-        std::string& out = s->decoded[n];
-        for (size_t i = 0; i < raw.size(); ++i) {
-          if (raw[i] != '%') {
-            out += raw[i];
-          } else if (i + 2 < raw.size() && HexDigit(raw[i + 1]) >= 0 && HexDigit(raw[i + 2]) >= 0) {
-            out += static_cast<char>(HexDigit(raw[i + 1]) * 16 + HexDigit(raw[i + 2]));
-            i += 2;
-          } else {
-            return InvalidArgument("the request path has a malformed percent-encoding: " + Shown(path));
-          }
+    if (raw.find('%') == std::string_view::npos) {
+      if (n < Segments::kMax) s->at[n] = raw;
+    } else {
+      // Decoded where it is kept; checked wherever it is (a malformed escape is 400 in any segment).
+      std::string ignored;
+      std::string& out = n < Segments::kMax ? s->decoded[n] : ignored;
+      for (size_t i = 0; i < raw.size(); ++i) {
+        if (raw[i] != '%') {
+          out += raw[i];
+        } else if (i + 2 < raw.size() && HexDigit(raw[i + 1]) >= 0 && HexDigit(raw[i + 2]) >= 0) {
+          out += static_cast<char>(HexDigit(raw[i + 1]) * 16 + HexDigit(raw[i + 2]));
+          i += 2;
+        } else {
+          return InvalidArgument("the request path has a malformed percent-encoding: " + Shown(path));
         }
-        s->at[n] = out;
       }
+      if (n < Segments::kMax) s->at[n] = out;
     }
     if (slash == path.size()) return Status::Ok();
     start = slash + 1;
@@ -276,9 +277,7 @@ RestApi::Kind RestApi::KindOf(const HttpRequest& request, const Route& route) {
 
 bool RestApi::RunsAtOnce(const HttpRequest& request, Route* route, std::chrono::nanoseconds limit) {
   if (request.method != "POST" || route->endpoint != Endpoint::kInfer) return false;
-  if (service_.RunsAtOnce(route->model, route->version, limit, &route->resolved)) return true;
-  route->resolved.name.clear();  // found, perhaps, but not for this request to run on later
-  return false;
+  return service_.RunsAtOnce(route->model, route->version, limit, &route->resolved);  // names it only when true
 }
 
 HttpReply RestApi::Handle(const HttpRequest& request, const Route& route) {

@@ -89,7 +89,8 @@ std::optional<DataType> ParseDataType(std::string_view name) {
   if (name.empty() || name.size() > 8) return std::nullopt;  // no name is longer; "" matches no key
   const uint64_t key = NameKey(name);
   for (size_t i = 0; i < kTypes.size(); ++i) {
-    if (key == kTypeKeys[i]) return kTypes[i].type;
+    // The lengths too: a NUL adds nothing to a key ("FP32\0" has FP32's).
+    if (key == kTypeKeys[i] && name.size() == kTypes[i].name.size()) return kTypes[i].type;
   }
   return std::nullopt;
 }

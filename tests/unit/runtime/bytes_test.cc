@@ -134,5 +134,22 @@ TEST_F(StringModelTest, WrongTypesAndEmptyTensorsAreHandled) {
   EXPECT_EQ((*id)[0].tensor.values<int64_t>()[0], 1);
 }
 
+// Type names are compared as integers (ParseDataType): every name reads back as its type, and a name
+// with anything more, less or else is refused, trailing NULs included (a NUL adds nothing to a key).
+TEST(DataTypeNameTest, EveryNameReadsBackAndNearMissesAreRefused) {
+  for (int i = 0; i <= static_cast<int>(DataType::kBytes); ++i) {
+    const auto type = static_cast<DataType>(i);
+    const std::string name = DataTypeName(type);
+    EXPECT_EQ(ParseDataType(name), type) << name;
+    EXPECT_FALSE(ParseDataType(name + '\0')) << name << " with a NUL";
+    EXPECT_FALSE(ParseDataType(name + "\0\0"s)) << name << " with two NULs";
+    EXPECT_FALSE(ParseDataType(name.substr(0, name.size() - 1))) << name << " cut short";
+    EXPECT_FALSE(ParseDataType(name + "X")) << name << " longer";
+  }
+  for (const std::string& bad : {""s, "fp32"s, "FP3"s, "\0"s, "FLOAT32"s, "FP32FP32"s, "FP32FP32X"s}) {
+    EXPECT_FALSE(ParseDataType(bad)) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace ebb

@@ -1178,7 +1178,8 @@ TEST(RestRouteTest, SegmentsArePercentDecodedOneByOne) {
   EXPECT_EQ(find("POST", "/v2/models/tiny/versions/1/infer/x/y/z").endpoint, RestApi::Endpoint::kNone);
   EXPECT_EQ(find("POST", "/v2/models/tiny/a/b/c/d/e/f/g/h/i/infer").endpoint, RestApi::Endpoint::kNone);
   EXPECT_EQ(find("POST", "/v2/models//infer").model, "") << "an empty segment is a segment";
-  for (const char* bad : {"/v2/models/ti%zzny/infer", "/v2/models/tiny%4/infer", "/v2/models/tiny%", "v2/models"}) {
+  for (const char* bad : {"/v2/models/ti%zzny/infer", "/v2/models/tiny%4/infer", "/v2/models/tiny%", "v2/models",
+                          "/v2/models/m/versions/1/infer/x/%zz"}) {
     const RestApi::Route route = find("POST", bad);
     EXPECT_FALSE(route.error.ok()) << bad;
     EXPECT_EQ(route.error.code(), StatusCode::kInvalidArgument) << bad;

@@ -133,6 +133,13 @@ TEST_F(ServiceTest, RunsAtOnceOnlyForALoadedModelAnsweredQuicklyWithNothingElseI
     EXPECT_EQ(on_route->model_version, "1");
     auto elsewhere = service_->Infer("no_such_model", "", decode, {}, &route);
     EXPECT_EQ(elsewhere.status().code(), StatusCode::kNotFound) << "another model's route was taken";
+    auto other_version = service_->Infer("tiny", "2", decode, {}, &route);
+    EXPECT_EQ(other_version.status().code(), StatusCode::kNotFound) << "another version's route was taken";
+  }
+  {
+    ModelRepository::Route route;
+    EXPECT_FALSE(service_->RunsAtOnce("tiny", "", nanoseconds(1), &route));
+    EXPECT_TRUE(route.name.empty()) << "a route named though the request would not run at once";
   }
 
   // Another inference in flight (here held in its decoder, after its admission): this one could
