@@ -149,6 +149,15 @@ std::unique_ptr<BenchServer> BenchServer::Start(const BenchOptions& options) {
   if (!handle.ok()) return Fail(handle.status()), nullptr;
   b->handle_.emplace(std::move(handle).value());
   const TensorInfo& in = b->session()->inputs()[0];
+  // --size is an image's side: a model without a dynamic dimension beyond the batch (tiny's [1,64])
+  // would be measured at its own size, and the image goals judged on that.
+  if (options.size > 0 &&
+      std::none_of(in.shape.begin() + std::min<size_t>(1, in.shape.size()), in.shape.end(), [](int64_t d) { return d < 0; })) {
+    return Fail(InvalidArgument("--size " + std::to_string(options.size) + " needs a model whose input has a dynamic " +
+                                "dimension beyond the batch (--model convnet); '" + b->model + "' takes " +
+                                ShapeToString(in.shape))),
+           nullptr;
+  }
   b->input_name = in.name;
   b->shape = in.shape;
   // A dynamic dimension is 1, or --size for each but the first (the batch): `--model convnet --size 224`

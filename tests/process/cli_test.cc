@@ -260,6 +260,13 @@ TEST_F(CliTest, EveryCommandTakesAModelFileAFolderOrAName) {
     EXPECT_EQ(j["goals"], nlohmann::json::object()) << o.output;
     EXPECT_FALSE(j.contains("raw_exchange")) << o.output;
   }
+  if (kHasBenchmarks) {  // --size on a model of fixed shape (tiny's [1,64]) is refused, not measured as tiny
+    for (const std::string bench : {"http", "grpc"}) {
+      Outcome o = Ebb("bench " + bench + " --models " + kModels + " --device cpu --size 16 --iterations 3");
+      EXPECT_NE(o.exit_code, 0) << o.output;
+      EXPECT_NE(o.output.find("--model convnet"), std::string::npos) << o.output;
+    }
+  }
   Outcome file = Ebb("run " + kModels + "/waifu2x_scale2x/model.onnx -i " + kFixtures + "astronaut_96.png -o " +
                      Path("file.png") + " --device cpu");
   ASSERT_EQ(file.exit_code, 0) << file.output;
