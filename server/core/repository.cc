@@ -39,14 +39,6 @@ Status NoSuchVersion(const std::string& name, const std::vector<std::string>& ve
   return NotFound("model '" + name + "' has no version '" + version + "' served; versions served: " + Join(versions));
 }
 
-// `version` of model `name` among the versions it serves ("" = the highest), or why not.
-Result<std::string> VersionAmong(const std::string& name, const std::vector<std::string>& versions,
-                                 const std::string& version) {
-  const std::string* found = FindVersion(versions, version);
-  if (found == nullptr) return NoSuchVersion(name, versions, version);
-  return *found;
-}
-
 // labels.txt beside a model, confined to `root` (LoadModelLabels), shared by every copy of its ModelFolder.
 Result<std::shared_ptr<const std::vector<std::string>>> ReadLabels(const fs::path& folder, const std::string& root) {
   auto labels = LoadModelLabels(folder.string(), root);
@@ -246,55 +238,42 @@ Result<ModelFolder> ModelRepository::Register(const std::string& name, bool rere
 Result<ModelFolder> ModelRepository::Folder(const std::string& name) { return Register(name, /*reread=*/false); }
 
 Result<std::string> ModelRepository::ResolveVersion(const std::string& name, const std::string& version) {
-  {
-    // A model registered already (what Register(name, false) would return): read in place, not
-    // copied, since every inference asks.
-    std::lock_guard<std::mutex> lock(mu_);
-    if (const auto it = models_.find(name); it != models_.end()) {
-      return VersionAmong(name, it->second.versions, version);
-    }
-  }
-  auto model = Register(name, /*reread=*/false);
-  if (!model.ok()) return model.status();
-  return VersionAmong(name, model->versions, version);
+  Route route;
+  EBB_RETURN_IF_ERROR(Resolve(name, version, &route));
+  return std::move(route.version);
 }
 
-bool ModelRepository::ResolveRegistered(const std::string& name, const std::string& version, Route* out,
+Status ModelRepository::RouteIn(const ModelFolder& model, const std::string& name, const std::string& version,
+                                Route* route) const {
+  const std::string* found = FindVersion(model.versions, version);
+  if (found == nullptr) return NoSuchVersion(name, model.versions, version);
+  route->name = name;
+  route->version = *found;
+  route->pool_name = PoolName(model, *found);
+  route->config = model.config;
+  return Status::Ok();
+}
+
+bool ModelRepository::ResolveRegistered(const std::string& name, const std::string& version, Route* route,
                                         Status* status) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto it = models_.find(name);
   if (it == models_.end()) return false;
-  const ModelFolder& model = it->second;
-  const std::string* found = FindVersion(model.versions, version);
-  if (found == nullptr) {
-    *status = NoSuchVersion(name, model.versions, version);
-    return true;
-  }
-  out->config = model.config;
-  out->pool_name = PoolName(model, *found);
-  out->version = *found;
-  *status = Status::Ok();
+  *status = RouteIn(it->second, name, version, route);
   return true;
 }
 
 Status ModelRepository::Resolve(const std::string& name, const std::string& version, Route* route) {
-  route->name = name;
   Status status;
   if (ResolveRegistered(name, version, route, &status)) return status;
   auto model = Register(name, /*reread=*/false);
   if (!model.ok()) return model.status();
-  Result<std::string> resolved = VersionAmong(name, model->versions, version);
-  if (!resolved.ok()) return resolved.status();
-  route->config = model->config;
-  route->pool_name = PoolName(*model, *resolved);
-  route->version = std::move(resolved).value();
-  return Status::Ok();
+  return RouteIn(*model, name, version, route);
 }
 
 bool ModelRepository::PlacedNow(const std::string& name, const std::string& version, Route* route) {
   Status status;
   if (!ResolveRegistered(name, version, route, &status) || !status.ok()) return false;
-  route->name = name;
   return pool_->IsReady(route->pool_name);
 }
 

@@ -231,10 +231,11 @@ class ModelRepository {
   Result<ModelFolder> Register(const std::string& name, bool reread, std::optional<ModelConfig> config = std::nullopt);
   Result<ModelFolder> Read(const std::string& name, std::optional<ModelConfig> config) const;
   std::string PoolName(const ModelFolder& model, const std::string& version) const;
+  // The route to `version` of `model` (registered as `name`), or kNotFound naming the versions served.
+  Status RouteIn(const ModelFolder& model, const std::string& name, const std::string& version, Route* route) const;
   // For a registered model (true; nothing is read otherwise, and the caller registers it): its
-  // route into *out (all but the name) under one lock, without a copy of the folder (every request
-  // asks); *status as ResolveVersion's.
-  bool ResolveRegistered(const std::string& name, const std::string& version, Route* out, Status* status);
+  // route (RouteIn) under one lock, without a copy of the folder (every request asks).
+  bool ResolveRegistered(const std::string& name, const std::string& version, Route* route, Status* status);
   std::string ModelPath(const ModelFolder& model, const std::string& version) const;
   Status LoadFailure(const std::string& name, const Status& status) const;
 
