@@ -1028,6 +1028,9 @@ void PrintStackAndDie(int signal_number) {
 }
 
 int main(int argc, char** argv) {
+  // ORT's telemetry off, as ebb sets it before its first environment (CheckDeviceApi makes its own
+  // Ort::Env, which may come first), unless the user set the variable.
+  setenv("ORT_DISABLE_TELEMETRY", "1", /*overwrite=*/0);
   std::signal(SIGSEGV, PrintStackAndDie);
   std::signal(SIGABRT, PrintStackAndDie);
   std::signal(SIGBUS, PrintStackAndDie);

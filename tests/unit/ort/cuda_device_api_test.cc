@@ -22,6 +22,7 @@ bool Mentions(const std::string& text, const std::string& part) { return text.fi
 // The refusal this ORT build gives, measured: if a later ORT accepts CreateSharedAllocator on the
 // CPU device, this fails and says so, and the shared CPU arena could move to the device API.
 TEST(DeviceApiTest, CreateSharedAllocatorRefusesTheBuiltInCpuDevice) {
+  ebb::detail::OptOutOfOrtTelemetry();  // as ebb does before its first environment (this may be the first)
   Ort::Env env(ORT_LOGGING_LEVEL_FATAL, "ebb");
   const std::vector<Ort::ConstEpDevice> devices = env.GetEpDevices();
   const Ort::ConstEpDevice* cpu = nullptr;
