@@ -1,6 +1,8 @@
 // Release when idle: the timer and the release it performs. See idle_release.h.
 #include "idle_release.h"
 
+#include <algorithm>
+
 #include "ebb/tensor.h"
 #include "log.h"
 #include "ort_api.h"
@@ -83,12 +85,29 @@ void IdleTimer::Loop() {
 IdleReleaser::IdleReleaser(RuntimeContext* ctx, std::chrono::milliseconds debounce)
     : ctx_(ctx), timer_(debounce, [this] { return Release(); }) {}
 
+// The order below is Covered's match: the count stored before idle_ran is read, so that a Covered
+// that clears idle_ran either sees this run's count or is seen by it (and the session is put back).
 void IdleReleaser::RanOn(const std::shared_ptr<SessionState>& session) {
-  if (!session->idle_ran.load(std::memory_order_relaxed)) {
+  session->idle_last_run.store(runs_.fetch_add(1) + 1);
+  if (!session->idle_ran.load()) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!session->idle_ran.exchange(true)) ran_.push_back(session);
   }
   timer_.Touch();
+}
+
+void IdleReleaser::Covered(uint64_t mark) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (mark <= covered_) return;
+  covered_ = mark;
+  std::erase_if(ran_, [mark](const std::weak_ptr<SessionState>& weak) {
+    const std::shared_ptr<SessionState> s = weak.lock();
+    if (!s) return true;
+    s->idle_ran.store(false);  // before the count is read (see RanOn)
+    if (s->idle_last_run.load() <= mark) return true;
+    s->idle_ran.store(true);  // it ran again since: still due (RanOn, if it saw false, waits on mu_)
+    return false;
+  });
 }
 
 void IdleReleaser::set_listener(std::function<void(const std::string&)> listener) {
@@ -101,11 +120,17 @@ void IdleReleaser::set_listener(std::function<void(const std::string&)> listener
 // counted are those whose runs ended before the trim began; one that ends
 // during it is counted by the next release.
 bool IdleReleaser::Release() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (runs_.load() <= covered_) return true;  // nothing ran since memory last went back
+  }
   const std::shared_ptr<ArenaGate>& gate = ctx_->shared_cpu_gate();
   if (gate && !gate->TryEnterForTrim()) return false;
+  const uint64_t mark = runs_.load();  // every run counted so far has left the arena
   std::vector<std::weak_ptr<SessionState>> ran;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    covered_ = std::max(covered_, mark);
     ran.swap(ran_);
     for (const auto& weak : ran) {
       if (auto s = weak.lock()) s->idle_ran = false;
@@ -116,6 +141,7 @@ bool IdleReleaser::Release() {
   OutputBuffers::Drop();  // as every release does: the output buffers kept for the next run go too
   ctx_->TrimHeap(/*force=*/true);
   if (!st.ok()) LogWarning("idle release: " + st.message());
+  released_.fetch_add(1);
   std::lock_guard<std::mutex> lock(listener_mu_);
   for (const auto& weak : ran) {
     std::shared_ptr<SessionState> s = weak.lock();

@@ -12,12 +12,17 @@
 // under a run), frees the output buffers kept for the next run
 // (OutputBuffers::Drop, as a run's release does) and trims the heap, and which counts the release for every
 // session that ran since the previous one (Session::release_count, the
-// Runtime's listener: the server's ebb_releases_total).
+// Runtime's listener: the server's ebb_releases_total). A release made by
+// other means (a run at its operation's end, Runtime::Trim) covers the runs
+// that ended before it began (Mark, Covered): the releaser then neither
+// releases again for them nor counts them, and a timer that fires with
+// nothing run since the last release does nothing.
 //
 // Thread safety: every method may be called concurrently. The action and the
 // listener are called on the timer's thread, never on a caller's.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -84,6 +89,11 @@ class IdleReleaser {
 
   // A run of `session` ended: it is counted in the next release, which is due a debounce from now.
   void RanOn(const std::shared_ptr<SessionState>& session);
+  // For a release made by other means: Mark() before it begins (with nothing on the shared CPU
+  // arena that is not ended, such as a run that entered its gate alone), Covered(mark) once it gave
+  // the shared CPU arena back. The runs that ended before the mark then need no idle release.
+  uint64_t Mark() const { return runs_.load(); }
+  void Covered(uint64_t mark);
   void Hold() { timer_.Hold(); }
   // No release after this returns (the Runtime stops it as it goes, so that a
   // release never drops the last reference to the context on its own thread).
@@ -93,7 +103,8 @@ class IdleReleaser {
   // Called on the timer's thread with the name of each session a release gave
   // memory back for. Setting another (or none) waits for a call in progress.
   void set_listener(std::function<void(const std::string& name)> listener);
-  uint64_t releases() const { return timer_.fired(); }
+  // Idle releases made (a timer that fired with nothing to release is not one).
+  uint64_t releases() const { return released_.load(); }
   std::chrono::milliseconds debounce() const { return timer_.debounce(); }
 
  private:
@@ -102,6 +113,9 @@ class IdleReleaser {
   RuntimeContext* const ctx_;
   std::mutex mu_;
   std::vector<std::weak_ptr<SessionState>> ran_;      // guarded by mu_: sessions run since the last release
+  std::atomic<uint64_t> runs_{0};                      // runs ended so far (RanOn)
+  uint64_t covered_ = 0;                               // guarded by mu_: runs_ up to which memory went back
+  std::atomic<uint64_t> released_{0};
   std::mutex listener_mu_;                             // held while the listener is called
   std::function<void(const std::string&)> listener_;  // guarded by listener_mu_
   IdleTimer timer_;  // last: its thread stops before the members above go

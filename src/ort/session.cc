@@ -286,6 +286,15 @@ bool EnterArenas(SessionState& s, RunRecord* record, PerRun<uint8_t>* carried_ou
   return true;
 }
 
+// Whether the releases this run carries (`carried`, from EnterArenas) include the shared CPU arena's.
+bool CarriedSharedArena(const SessionState& s, const PerRun<uint8_t>& carried) {
+  const ArenaGate* shared = s.ctx->shared_cpu_gate().get();
+  for (size_t i = 0; i < s.gates.size(); ++i) {
+    if (carried[i] && s.gates[i].get() == shared) return true;
+  }
+  return false;
+}
+
 // ORT's shrink list for the releases this run carries (`carried`, from EnterArenas): every carried
 // arena's entry but the device arena's, which ORT's list cannot find and which is shrunk by a call
 // after the run instead (SessionState::device_arena); `*shrink_device` says whether it was carried.
@@ -495,7 +504,9 @@ Result<std::vector<NamedTensor>> Session::Run(const std::vector<NamedTensor>& in
   // One run on the arenas, entered as `alone_until` says (see EnterArenas); whether it ran
   // beside another run is left in `overlapped`.
   bool overlapped = false;
+  detail::IdleReleaser* const idle_releaser = s.ctx->idle();
   auto attempt = [&](std::optional<std::chrono::steady_clock::time_point> alone_until) -> Status {
+    const uint64_t idle_mark = idle_releaser ? idle_releaser->Mark() : 0;  // before the arenas are entered
     if (!detail::EnterArenas(s, &record, &carried, &entries, alone_until)) {
       const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
           std::chrono::steady_clock::now() - start).count();
@@ -539,6 +550,9 @@ Result<std::vector<NamedTensor>> Session::Run(const std::vector<NamedTensor>& in
     } else if (!record.release_spec.empty()) {
       s.ctx->TrimHeap();
     }
+    // The shared CPU arena went back (this run carried its release, or trimmed it as the last one
+    // out): the idle release pending for the runs that ended before this one entered is done.
+    if (idle_releaser && (trim || detail::CarriedSharedArena(s, carried))) idle_releaser->Covered(idle_mark);
     return status;
   };
   Status status = attempt(std::nullopt);

@@ -149,8 +149,10 @@ struct SessionState {
   std::atomic<uint64_t> runs{0};
   std::atomic<uint64_t> releases{0};
   std::atomic<int> in_flight{0};
-  // Under ReleaseMode::kIdle: it ran since the last idle release (IdleReleaser).
+  // Under ReleaseMode::kIdle: it ran since the last idle release (IdleReleaser), and the releaser's
+  // count of runs at its last one.
   std::atomic<bool> idle_ran{false};
+  std::atomic<uint64_t> idle_last_run{0};
 
   // Called after a run failed with kResourceExhausted (drops the session from
   // its cache) with the name of the Session that ran. Set once by the Runtime

@@ -189,9 +189,12 @@ Status Runtime::Trim() {
       if (!gate->can_trim()) (void)gate->TrimNowOrDefer();  // released by its next lone run
     }
   }
+  detail::IdleReleaser* const idle = ctx_->idle();
+  const uint64_t idle_mark = idle ? idle->Mark() : 0;
   if (const auto& gate = ctx_->shared_cpu_gate(); gate && gate->TrimNowOrDefer()) {
     Status st = ctx_->TrimSharedArena();
     ctx_->TrimHeap(/*force=*/true);
+    if (idle) idle->Covered(idle_mark);  // the idle release pending for the runs before is done
     return st;
   }
   ctx_->TrimHeap(/*force=*/true);

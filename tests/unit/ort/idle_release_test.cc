@@ -377,6 +377,43 @@ TEST_F(DefaultPolicyTest, AnExplicitOperationStillReleasesAtItsEnd) {
   EXPECT_EQ(runtime_->idle_release_count(), 0u) << "an operation's runs armed the idle timer";
 }
 
+// Single runs (idle) and then an explicit operation whose end gives the arena back: the idle release
+// the single runs left pending is done by it, so the timer neither releases again nor counts one.
+TEST_F(DefaultPolicyTest, AnOperationsReleaseCoversTheIdleReleasePendingBeforeIt) {
+  const std::vector<NamedTensor> input = ImageInput(kSide, kSide);
+  auto hold = runtime_->HoldIdleRelease();  // the single runs' release stays pending until the operation
+  ASSERT_TRUE(session_->Run(input).ok());
+  ASSERT_TRUE(session_->Run(input).ok());
+  std::vector<RunRecord> records;
+  RunObserver observer = [&](const RunRecord& r) { records.push_back(r); };
+  OperationOptions options;
+  options.observer = &observer;
+  {
+    ScopedOperation op(runtime_, /*planned_runs=*/1, options);
+    ASSERT_TRUE(op.Run(*session_, input).ok());
+  }
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].release_spec, "cpu:0");
+  EXPECT_LE(Reserved(), floor_ + kMiB) << "the operation's last run did not release";
+  hold.reset();
+  std::this_thread::sleep_for(milliseconds(6 * runtime_->policy().idle_release_ms));
+  EXPECT_EQ(runtime_->idle_release_count(), 0u) << "an idle release came after the operation's";
+  EXPECT_EQ(session_->release_count(), 1u);
+  // A single run after it is released when idle again, and counted once.
+  ASSERT_TRUE(session_->Run(input).ok());
+  ASSERT_TRUE(WaitFor([&] { return runtime_->idle_release_count() == 1 && Reserved() <= floor_ + kMiB; }))
+      << "reserved " << Reserved() << " floor " << floor_ << " releases " << runtime_->idle_release_count();
+  EXPECT_EQ(session_->release_count(), 2u);
+  // Runtime::Trim covers a pending idle release too.
+  hold = runtime_->HoldIdleRelease();
+  ASSERT_TRUE(session_->Run(input).ok());
+  ASSERT_TRUE(runtime_->Trim().ok());
+  EXPECT_LE(Reserved(), floor_ + kMiB);
+  hold.reset();
+  std::this_thread::sleep_for(milliseconds(6 * runtime_->policy().idle_release_ms));
+  EXPECT_EQ(runtime_->idle_release_count(), 1u) << "an idle release came after Runtime::Trim";
+}
+
 TEST(IdleReleasePolicyTest, ParsesAndChecksTheDebounce) {
   auto p = ParseMemoryPolicy(R"({"release": "idle", "idle_release_ms": 75})");
   ASSERT_TRUE(p.ok()) << p.status().ToString();
