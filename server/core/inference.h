@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -61,6 +62,10 @@ struct InferRequest {
   std::map<std::string, int64_t> classification;
   // parameters.sequence_id / sequence_start / sequence_end (sequences.h).
   SequenceControl sequence;
+  // What the front end's reply takes for an output beyond the output's own bytes (JSON text), held
+  // with the outputs until the reply goes (InferResponse::memory). Unset: nothing beyond them, the
+  // reply sending the outputs' bytes from where they lie (HTTP's binary form, gRPC's raw contents).
+  std::function<int64_t(const NamedTensor& output)> reply_bytes;
 };
 
 // parameters.keep_alive as every front end reads it: an integer of

@@ -386,12 +386,15 @@ Result<InferResponse> InferenceService::Infer(const std::string& model, const st
     if (!result.ok()) return result.status();
     InferResponse& response = place.response;
     response.outputs = std::move(result).value();
-    // Held past the lease, while the front end encodes and sends the reply: the outputs, and
-    // about as much again for the reply (binary; JSON text is larger), taken before the lease
-    // ends so that no run is admitted into memory they still hold.
+    // Held past the lease, while the front end encodes and sends the reply: the outputs, and what
+    // the reply takes beyond them (InferRequest::reply_bytes), taken before the lease ends so
+    // that no run is admitted into memory they still hold.
     int64_t bytes = 0;
-    for (const NamedTensor& output : response.outputs) bytes += static_cast<int64_t>(output.tensor.byte_size());
-    response.memory = repository_->pool().HoldMemory("cpu", 2 * bytes);
+    for (const NamedTensor& output : response.outputs) {
+      bytes += static_cast<int64_t>(output.tensor.byte_size());
+      if (place.request.reply_bytes) bytes += place.request.reply_bytes(output);
+    }
+    response.memory = repository_->pool().HoldMemory("cpu", bytes);
     return Status::Ok();
   };
   Status st = repository_->RunWithRecovery(route, std::move(acquire), run_body);

@@ -512,6 +512,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::string head, body;
     std::vector<std::string_view> tail;
     std::shared_ptr<const void> tail_owner;
+    MemoryHold memory;  // released with the rest, once written (or dropped)
     size_t sent = 0;
     bool failed = false;
 
@@ -558,6 +559,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       out.tail = std::move(reply.tail);
       out.tail_owner = std::move(reply.tail_owner);
     }
+    out.memory = std::move(reply.memory);
     return out;
   }
 

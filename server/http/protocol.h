@@ -130,6 +130,10 @@ struct EncodedResponse {
   [[nodiscard]] std::string Joined() const;
 };
 
+// The JSON text an output takes in a reply, about (what EncodeInferResponse reserves for it): 16
+// bytes an element, and a string's own bytes.
+int64_t JsonTextBytes(const Tensor& tensor);
+
 // Encodes every output of `response`, in order. "model_version" is omitted when empty, "id" when
 // response.id is empty. The result's `binary` points into `response`, which must outlive it.
 [[nodiscard]] EncodedResponse EncodeInferResponse(const InferResponse& response, const BinaryOutputs& binary);

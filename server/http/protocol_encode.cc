@@ -279,6 +279,11 @@ bool BinaryOutputs::Wants(const std::string& name) const {
   return all && !json.contains(name);
 }
 
+int64_t JsonTextBytes(const Tensor& tensor) {
+  const int64_t text = 16 * tensor.element_count();
+  return tensor.type() == DataType::kBytes ? text + static_cast<int64_t>(tensor.byte_size()) : text;
+}
+
 EncodedResponse EncodeInferResponse(const InferResponse& response, const BinaryOutputs& binary_outputs) {
   const std::vector<NamedTensor>& outputs = response.outputs;
   // The JSON header in one buffer, sized once; the binary outputs' bytes are not copied at all:
@@ -288,7 +293,7 @@ EncodedResponse EncodeInferResponse(const InferResponse& response, const BinaryO
   size_t text_bytes = 128;  // what the JSON header will take, roughly: one allocation, not a doubling series
   for (size_t i = 0; i < outputs.size(); ++i) {
     const NamedTensor& output = outputs[i];
-    const size_t text = binary_outputs.Wants(output.name) ? 0 : 16 * static_cast<size_t>(output.tensor.element_count());
+    const size_t text = binary_outputs.Wants(output.name) ? 0 : static_cast<size_t>(JsonTextBytes(output.tensor));
     text_bytes += 96 + output.name.size() + text;
   }
   EncodedResponse encoded;

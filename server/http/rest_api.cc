@@ -374,11 +374,15 @@ HttpReply RestApi::Infer(const Route& route, const HttpRequest& request) {
         request.body, json_length, {.max_input_elements = service_.options().max_input_elements, .borrow_binary = true});
     if (!parsed.ok()) return parsed.status();
     decoding.binary = std::move(parsed->binary);
+    parsed->request.reply_bytes = [&binary = decoding.binary](const NamedTensor& output) -> int64_t {
+      return binary.Wants(output.name) ? 0 : JsonTextBytes(output.tensor);
+    };
     return std::move(parsed->request);
   }, request.cancelled, resolved);
   if (!response.ok()) return ReplyFor(response.status());
   EncodedResponse encoded = EncodeInferResponse(*response, decoding.binary);
   HttpReply reply{200, std::move(encoded.body), "application/json", {}};
+  reply.memory = std::move(response->memory);  // until the reply has gone (its text, its outputs)
   if (encoded.header_length) {
     reply.content_type = "application/octet-stream";
     reply.headers.emplace_back(std::string(kInferenceHeaderContentLength), std::to_string(*encoded.header_length));

@@ -63,6 +63,9 @@ struct HttpReply {
   // writes) instead of copying them into `body`.
   std::vector<std::string_view> tail;
   std::shared_ptr<const void> tail_owner;
+  // The memory budget's hold on what the reply keeps (InferResponse::memory), released once it
+  // has gone.
+  MemoryHold memory;
 
   // The body's length: `body` and `tail`.
   size_t body_size() const;

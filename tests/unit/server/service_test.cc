@@ -174,6 +174,24 @@ TEST_F(ServiceTest, RunsAtOnceOnlyForALoadedModelAnsweredQuicklyWithNothingElseI
     ASSERT_TRUE(sending.ok()) << sending.status().ToString();
     ASSERT_GT(sending->memory.bytes(), 0);
     EXPECT_FALSE(service_->RunsAtOnce("tiny", "", seconds(1))) << "a reply still holds memory";
+    // What is held: the outputs, and nothing beyond them for a reply sent from them (no reply_bytes).
+    int64_t outputs = 0;
+    for (const NamedTensor& output : sending->outputs) outputs += static_cast<int64_t>(output.tensor.byte_size());
+    EXPECT_EQ(sending->memory.bytes(), outputs);
+  }
+  {  // A reply that takes more (JSON text): what the front end says it takes is held beside them.
+    Result<InferResponse> sending = service_->Infer("tiny", "", [&]() -> Result<InferRequest> {
+      InferRequest request = TinyRequest();
+      request.reply_bytes = [](const NamedTensor& output) { return 16 * output.tensor.element_count(); };
+      return request;
+    });
+    ASSERT_TRUE(sending.ok()) << sending.status().ToString();
+    int64_t outputs = 0, elements = 0;
+    for (const NamedTensor& output : sending->outputs) {
+      outputs += static_cast<int64_t>(output.tensor.byte_size());
+      elements += output.tensor.element_count();
+    }
+    EXPECT_EQ(sending->memory.bytes(), outputs + 16 * elements);
   }
   EXPECT_TRUE(service_->RunsAtOnce("tiny", "", seconds(1))) << "the reply and its memory went";
 
