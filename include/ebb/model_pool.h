@@ -354,19 +354,30 @@ class MemoryHold {
  public:
   MemoryHold() = default;
   MemoryHold(MemoryHold&& other) noexcept
-      : pool_(std::exchange(other.pool_, nullptr)), device_(std::move(other.device_)), bytes_(other.bytes_) {}
-  MemoryHold& operator=(MemoryHold&& other) noexcept;
+      : pool_(std::exchange(other.pool_, nullptr)), line_(other.line_), bytes_(other.bytes_) {}
+  // Inline: a reply moves its hold several times on its way out, into an empty one as a rule.
+  MemoryHold& operator=(MemoryHold&& other) noexcept {
+    if (this != &other) {
+      if (pool_) Release();
+      pool_ = std::exchange(other.pool_, nullptr);
+      line_ = other.line_;
+      bytes_ = other.bytes_;
+    }
+    return *this;
+  }
   MemoryHold(const MemoryHold&) = delete;
   MemoryHold& operator=(const MemoryHold&) = delete;
-  ~MemoryHold();
+  ~MemoryHold() {
+    if (pool_) Release();
+  }
   int64_t bytes() const { return pool_ ? bytes_ : 0; }
 
  private:
   friend class ModelPool;
-  MemoryHold(ModelPool* pool, std::string device, int64_t bytes)
-      : pool_(pool), device_(std::move(device)), bytes_(bytes) {}
+  MemoryHold(ModelPool* pool, void* line, int64_t bytes) : pool_(pool), line_(line), bytes_(bytes) {}
+  void Release();  // gives the bytes back to the pool
   ModelPool* pool_ = nullptr;
-  std::string device_;
+  void* line_ = nullptr;  // its device's ModelPool::Line (lines are never erased): moved as a pointer, not a name
   int64_t bytes_ = 0;
 };
 

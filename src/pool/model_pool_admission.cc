@@ -180,13 +180,13 @@ MemoryHold ModelPool::HoldMemory(const std::string& device, int64_t bytes) {
   line.held += bytes;
   ++line.holds;
   holds_out_.fetch_add(1, std::memory_order_release);
-  return MemoryHold(this, device, bytes);
+  return MemoryHold(this, &line, bytes);
 }
 
 void ModelPool::ReleaseHold(const MemoryHold& hold) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Line& line = LineOf(hold.device_);
+    Line& line = *static_cast<Line*>(hold.line_);
     line.held -= hold.bytes_;
     --line.holds;
     holds_out_.fetch_sub(1, std::memory_order_release);
@@ -194,19 +194,7 @@ void ModelPool::ReleaseHold(const MemoryHold& hold) {
   changed_.notify_all();  // a run waiting for memory may go now
 }
 
-MemoryHold& MemoryHold::operator=(MemoryHold&& other) noexcept {
-  if (this != &other) {
-    if (pool_) pool_->ReleaseHold(*this);
-    pool_ = std::exchange(other.pool_, nullptr);
-    device_ = std::move(other.device_);
-    bytes_ = other.bytes_;
-  }
-  return *this;
-}
-
-MemoryHold::~MemoryHold() {
-  if (pool_) pool_->ReleaseHold(*this);
-}
+void MemoryHold::Release() { std::exchange(pool_, nullptr)->ReleaseHold(*this); }
 
 void ModelPool::LeaveLineLocked(RunPlace* place) {
   if (!place->ticket) return;
