@@ -534,7 +534,8 @@ class ModelPool {
   // Leaves the line, counts a wait, and hands out the lease (or returns `failure`); emits the
   // events outside the lock.
   Result<Lease> HandOutLeaseLocked(Acquisition& a, std::unique_lock<std::mutex>& lock);
-  // Admission of a run of `e` (READY) for the waiter `ticket`: kAdmitted with
+  // Admission of a run of `e` (READY) for the waiter `ticket` (0: a run not in line, while the line
+  // is empty): kAdmitted with
   // `*reserved` taken, kWait, or kRefused with `*refusal`. REQUIRES: mu_ held.
   Admit TryAdmitLocked(Entry& e, int64_t elements, uint64_t ticket, bool retry, Reserved* reserved,
                        Status* refusal, std::vector<PoolEvent>* events);

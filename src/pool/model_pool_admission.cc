@@ -126,8 +126,9 @@ ModelPool::Admit ModelPool::TryAdmitLocked(Entry& e, int64_t elements, uint64_t 
     alone = (most.arena >= 0 && *arena > most.arena) || (most.memory >= 0 && *memory > most.memory);
   }
   if (e.value_dependent || e.measured_runs < kRunsMeasuredAlone) alone = true;
-  // In arrival order: only the first in line may go, and nobody while a run holds the device alone.
-  if (!line.First(ticket) || line.alone) return Admit::kWait;
+  // In arrival order: only the first in line may go (ticket 0: a run not in line, tried while the
+  // line is empty), and nobody while a run holds the device alone.
+  if ((ticket != 0 ? !line.First(ticket) : !line.waiting.empty()) || line.alone) return Admit::kWait;
   Reserved taken{0, 0, alone, memory.value_or(-1), arena.value_or(-1)};
   // When idle models' charges keep a predicted need out even with nothing else running, they go
   // (LRU first), for a run alone too; runs in flight are waited for, never evicted.
@@ -208,6 +209,13 @@ ModelPool::Admit ModelPool::AdmitOrWaitLocked(Entry& e, const AcquireOptions& op
                                               std::unique_lock<std::mutex>& lock, RunPlace* place,
                                               Reserved* reserved, Status* failure, std::vector<PoolEvent>* events) {
   if (place->ticket && place->device != e.device) LeaveLineLocked(place);  // reloaded elsewhere (a CUDA fallback)
+  if (!place->ticket && LineOf(e.device).waiting.empty()) {
+    // Nobody in line (the usual case): tried at once, without taking a place and leaving it again. A
+    // run that must wait takes its place below and is tried again (a second try makes no room the
+    // first did not: the same need, the same evictions).
+    const Admit admit = TryAdmitLocked(e, elements, /*ticket=*/0, retry, reserved, failure, events);
+    if (admit != Admit::kWait) return admit;
+  }
   if (!place->ticket) {
     place->ticket = ++next_ticket_;
     place->device = e.device;

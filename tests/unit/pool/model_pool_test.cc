@@ -956,6 +956,45 @@ TEST_F(AdmissionTest, AWaitingRunHonoursItsDeadlineAndACallerThatLeftFreesItsPla
   EXPECT_EQ(d.reserved_bytes, 0);
 }
 
+// In arrival order: a run tried while nobody waits is admitted at once, without a place in line; one
+// that arrives while another waits takes its place behind it, even when it would fit now.
+TEST_F(AdmissionTest, ARunThatWouldFitWaitsBehindTheRunsAlreadyInLine) {
+  Start(160 * kMiB);  // one 1024x1024 run at a time, and a 64x64 one beside it
+  ASSERT_TRUE(pool_->Run("m", ImageInput(1024, 1024)).ok());  // measured alone
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(pool_->Run("m", ImageInput(64, 64)).ok());
+  auto held = Hold(1024);
+  ASSERT_TRUE(held.ok());
+  {
+    auto beside = Hold(64, std::chrono::milliseconds(2000));
+    ASSERT_TRUE(beside.ok()) << "a small run fits beside the big one: " << beside.status().ToString();
+  }
+  std::atomic<bool> release_big{false}, big_in{false}, small_in{false};
+  std::thread big([&] {
+    auto lease = Hold(1024);
+    ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+    big_in = true;
+    while (!release_big) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  while (Cpu().waiting < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::thread small([&] {
+    auto lease = Hold(64);
+    ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+    small_in = true;
+  });
+  for (int i = 0; i < 5000 && Cpu().waiting < 2 && !small_in; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(small_in) << "the small run went ahead of the big one waiting before it";
+  EXPECT_EQ(Cpu().waiting, 2);
+  { Lease done = std::move(held).value(); }
+  small.join();  // behind the big one, then beside it
+  for (int i = 0; i < 5000 && !big_in; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(big_in);
+  release_big = true;
+  big.join();
+  EXPECT_EQ(Cpu().waiting, 0);
+  EXPECT_EQ(Cpu().reserved_bytes, 0);
+}
+
 TEST_F(AdmissionTest, OutOfMemoryRetriesRunAloneOneByOneAfterTheOthersDrained) {
   Start(320 * kMiB);
   ASSERT_TRUE(pool_->Run("m", ImageInput(256, 256)).ok());  // measured alone
