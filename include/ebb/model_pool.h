@@ -606,6 +606,9 @@ class ModelPool {
   std::condition_variable changed_;                  // a load ended or a lease came back
   std::map<std::string, std::unique_ptr<Entry>> entries_;  // guarded by mu_
   std::vector<Entry*> all_;  // entries_'s, in one array for the loops of every run (UsedLocked); guarded by mu_
+  // The entry FindLocked found last, kept at hand (one model asked for many times in a row; a map
+  // lookup compares names all the way down); guarded by mu_, cleared by EraseEntryLocked.
+  mutable Entry* found_ = nullptr;
   int in_flight_ = 0;                                // leases out, all models; guarded by mu_
   uint64_t leases_handed_ = 0;                       // leases handed out so far, all models; guarded by mu_
   // Bumps on every Acquire and as a load starts: a run measured across a bump shared the process

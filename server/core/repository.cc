@@ -257,9 +257,12 @@ Status ModelRepository::RouteIn(const ModelFolder& model, const std::string& nam
 bool ModelRepository::ResolveRegistered(const std::string& name, const std::string& version, Route* route,
                                         Status* status) {
   std::lock_guard<std::mutex> lock(mu_);
-  const auto it = models_.find(name);
-  if (it == models_.end()) return false;
-  *status = RouteIn(it->second, name, version, route);
+  if (!found_ || found_->first != name) {
+    const auto it = models_.find(name);
+    if (it == models_.end()) return false;
+    found_ = &*it;
+  }
+  *status = RouteIn(found_->second, name, version, route);
   return true;
 }
 
@@ -420,6 +423,7 @@ Status ModelRepository::Detach(const std::string& name) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = models_.find(name);
     if (it == models_.end() || it->second.file.empty()) return Status::Ok();
+    if (found_ == &*it) found_ = nullptr;
     models_.erase(it);
   }
   return pool_->Remove(name);

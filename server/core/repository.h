@@ -243,6 +243,9 @@ class ModelRepository {
   std::unique_ptr<ModelPool> pool_;
   mutable std::mutex mu_;
   std::map<std::string, ModelFolder> models_;       // registered models; guarded by mu_
+  // The one ResolveRegistered found last, kept at hand (a server's requests ask for one model many
+  // times in a row; a map lookup compares names all the way down); guarded by mu_, cleared when erased.
+  const std::pair<const std::string, ModelFolder>* found_ = nullptr;
   std::map<std::string, std::string> bad_configs_;  // registration errors; guarded by mu_
 };
 

@@ -150,11 +150,16 @@ void ModelPool::Add(ModelSpec spec) {
 }
 
 ModelPool::Entry* ModelPool::FindLocked(const std::string& name) const {
-  auto it = entries_.find(name);
-  return it == entries_.end() || it->second->removed ? nullptr : it->second.get();
+  if (!found_ || found_->spec.name != name) {
+    const auto it = entries_.find(name);
+    if (it == entries_.end()) return nullptr;
+    found_ = it->second.get();
+  }
+  return found_->removed ? nullptr : found_;
 }
 
 void ModelPool::EraseEntryLocked(Entry* e) {
+  if (found_ == e) found_ = nullptr;
   std::erase(all_, e);
   const std::string name = e->spec.name;  // the key outlives the entry it names
   entries_.erase(name);

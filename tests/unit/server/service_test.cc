@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "core/service.h"
+#include "ebb/model_location.h"
 #include "ebb/image.h"
 #include "ebb/runtime.h"
 #include "test_util.h"
@@ -54,6 +55,26 @@ class ServiceTest : public ::testing::Test {
   std::unique_ptr<Runtime> runtime_;
   std::unique_ptr<InferenceService> service_;
 };
+
+// An attached model detached and attached again under its name: the repository's and the pool's
+// lookups that keep the last one found at hand do not keep the one erased (ASan sees it otherwise).
+TEST_F(ServiceTest, AModelDetachedAndAttachedAgainIsFoundAfresh) {
+  Result<ModelFile> file = ResolveModelFile(EBB_MODELS_DIR, "tiny");
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  ModelRepository& repository = service_->repository();
+  const auto infer = [&](const std::string& model) {
+    return service_->Infer(model, "", [&]() -> Result<InferRequest> { return TinyRequest(); }).status();
+  };
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_TRUE(repository.Attach("attached", *file).ok());
+    EXPECT_TRUE(infer("attached").ok()) << "round " << round;
+    EXPECT_TRUE(infer("attached").ok()) << "round " << round;
+    EXPECT_TRUE(infer("tiny").ok());  // another model between, then back
+    EXPECT_TRUE(infer("attached").ok()) << "round " << round;
+    ASSERT_TRUE(repository.Detach("attached").ok());
+    EXPECT_EQ(infer("attached").code(), StatusCode::kNotFound) << "round " << round;
+  }
+}
 
 // A request refused after its inputs were decoded (here: an input the model does not have) reaches no
 // run, so no release: the large input it decoded into a kept buffer (Tensor::Reusable, as the
