@@ -131,8 +131,8 @@ struct EncodedResponse {
 };
 
 // The JSON text an output takes in a reply, about (what EncodeInferResponse reserves for it): 16
-// bytes an element, and a string's own bytes.
-int64_t JsonTextBytes(const Tensor& tensor);
+// bytes an element, and a string's own bytes; 0 for an output `binary` sends in binary form.
+int64_t ReplyTextBytes(const NamedTensor& output, const BinaryOutputs& binary);
 
 // Encodes every output of `response`, in order. "model_version" is omitted when empty, "id" when
 // response.id is empty. The result's `binary` points into `response`, which must outlive it.

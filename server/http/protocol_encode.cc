@@ -279,7 +279,9 @@ bool BinaryOutputs::Wants(const std::string& name) const {
   return all && !json.contains(name);
 }
 
-int64_t JsonTextBytes(const Tensor& tensor) {
+int64_t ReplyTextBytes(const NamedTensor& output, const BinaryOutputs& binary) {
+  if (binary.Wants(output.name)) return 0;
+  const Tensor& tensor = output.tensor;
   const int64_t text = 16 * tensor.element_count();
   return tensor.type() == DataType::kBytes ? text + static_cast<int64_t>(tensor.byte_size()) : text;
 }
@@ -293,8 +295,7 @@ EncodedResponse EncodeInferResponse(const InferResponse& response, const BinaryO
   size_t text_bytes = 128;  // what the JSON header will take, roughly: one allocation, not a doubling series
   for (size_t i = 0; i < outputs.size(); ++i) {
     const NamedTensor& output = outputs[i];
-    const size_t text = binary_outputs.Wants(output.name) ? 0 : static_cast<size_t>(JsonTextBytes(output.tensor));
-    text_bytes += 96 + output.name.size() + text;
+    text_bytes += 96 + output.name.size() + static_cast<size_t>(ReplyTextBytes(output, binary_outputs));
   }
   EncodedResponse encoded;
   std::string& body = encoded.body;

@@ -374,8 +374,8 @@ HttpReply RestApi::Infer(const Route& route, const HttpRequest& request) {
         request.body, json_length, {.max_input_elements = service_.options().max_input_elements, .borrow_binary = true});
     if (!parsed.ok()) return parsed.status();
     decoding.binary = std::move(parsed->binary);
-    parsed->request.reply_bytes = [&binary = decoding.binary](const NamedTensor& output) -> int64_t {
-      return binary.Wants(output.name) ? 0 : JsonTextBytes(output.tensor);
+    parsed->request.reply_bytes = [&binary = decoding.binary](const NamedTensor& output) {
+      return ReplyTextBytes(output, binary);
     };
     return std::move(parsed->request);
   }, request.cancelled, resolved);
